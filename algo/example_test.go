@@ -1,0 +1,81 @@
+package algo_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// A token bucket of 3 per second with bursts of 5: the burst goes through,
+// the sixth request is told exactly how long to wait.
+func ExamplePolicy_Decide() {
+	p, err := algo.ParsePolicy("token-bucket 3/1s burst=5")
+	if err != nil {
+		panic(err)
+	}
+	var s algo.State // one key's state; the zero State is a full bucket
+	now := int64(0)  // nanoseconds since any origin; the core never reads a clock
+	for i := 1; i <= 6; i++ {
+		d, _ := p.Decide(&s, now, 1)
+		fmt.Printf("request %d: allowed=%v remaining=%d retry after %v\n", i, d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	// Output:
+	// request 1: allowed=true remaining=4 retry after 0s
+	// request 2: allowed=true remaining=3 retry after 0s
+	// request 3: allowed=true remaining=2 retry after 0s
+	// request 4: allowed=true remaining=1 retry after 0s
+	// request 5: allowed=true remaining=0 retry after 0s
+	// request 6: allowed=false remaining=0 retry after 333.333334ms
+}
+
+// Algorithm::FloodControl's question, "how long until the next event is
+// allowed?", answered by a sliding log of 5 events per minute.
+func ExamplePolicy_Decide_floodControl() {
+	p, _ := algo.ParsePolicy("sliding-log 5/60")
+	var s algo.State
+	for _, at := range []int64{0, 3, 8, 10, 13, 17, 34, 56, 67} {
+		d, _ := p.Decide(&s, at*int64(time.Second), 1)
+		if d.Allowed {
+			fmt.Printf("%2ds: OK\n", at)
+		} else {
+			fmt.Printf("%2ds: next event allowed in %v\n", at, d.RetryAfter)
+		}
+	}
+	// Output:
+	//  0s: OK
+	//  3s: OK
+	//  8s: OK
+	// 10s: OK
+	// 13s: OK
+	// 17s: next event allowed in 43s
+	// 34s: next event allowed in 26s
+	// 56s: next event allowed in 4s
+	// 67s: OK
+}
+
+// A cost greater than the burst can never be admitted: Decide says so with
+// an error, rather than a wait.
+func ExamplePolicy_Decide_neverAdmissible() {
+	p, _ := algo.ParsePolicy("leaky-bucket 1/1h capacity=20")
+	var s algo.State
+	d, err := p.Decide(&s, 0, 21)
+	fmt.Println(d.Allowed, d.RetryAfter == algo.Never, err)
+	// Output:
+	// false true cost exceeds burst, never admissible: cost 21, burst 20
+}
+
+func ExampleParsePolicy() {
+	for _, s := range []string{"leaky-bucket 1/3600 capacity=20", "sliding-window 100/60", "token-bucket 0/1s"} {
+		p, err := algo.ParsePolicy(s)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		fmt.Printf("%v: %v, %d per %v, bursts of %d\n", p, p.Algorithm(), p.Limit(), p.Period(), p.Burst())
+	}
+	// Output:
+	// leaky-bucket 1/1h capacity=20: leaky-bucket, 1 per 1h0m0s, bursts of 20
+	// sliding-window 100/1m: sliding-window, 100 per 1m0s, bursts of 100
+	// invalid policy "token-bucket 0/1s": limit 0 is less than 1
+}
