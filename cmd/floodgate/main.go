@@ -1,0 +1,73 @@
+// Command floodgate works with floodgate's rate-limiting policies from the
+// shell.
+//
+// Usage:
+//
+//	floodgate COMMAND [ARGUMENTS]
+//
+// The commands are:
+//
+//	simulate   replay a trace through a policy with simulated time
+//
+// Run "floodgate COMMAND -h" for a command's usage.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the work failed, such as writing the output
+	exitUsage   = 2 // bad arguments or bad input
+)
+
+// command is one subcommand: run gets the arguments after its name and
+// returns the exit code.
+type command struct {
+	name, summary string
+	run           func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+var commands = []command{
+	{"simulate", "replay a trace through a policy with simulated time", runSimulate},
+}
+
+// run runs the floodgate command line args and returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage())
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if args[0] == "help" && len(args) > 1 {
+			return run([]string{args[1], "-h"}, stdin, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage())
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:], stdin, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "floodgate: unknown command %q\n\n%s", args[0], usage())
+	return exitUsage
+}
+
+func usage() string {
+	var b strings.Builder
+	b.WriteString("Usage: floodgate COMMAND [ARGUMENTS]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'floodgate COMMAND -h' for a command's usage.\n")
+	return b.String()
+}
