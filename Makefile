@@ -1,0 +1,35 @@
+# floodgate's build. `make test` is the one command CI runs (.ci/run).
+
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+FUZZTIME ?= 30s
+
+.PHONY: test check-go vet build fuzz bench
+
+## test: vet, gofmt, and every test with the race detector
+test: check-go vet
+	$(GO) test -race ./...
+
+check-go:
+	@$(GO) version >/dev/null 2>&1 || { echo "make test: Go 1.26 or later is needed (https://go.dev/dl/); none found on PATH or in /usr/local/go" >&2; exit 1; }
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
+
+## build: the floodgate command, in ./floodgate
+build: check-go
+	$(GO) build ./cmd/floodgate
+
+## fuzz: each fuzz target for FUZZTIME (the seed corpora also run in `make test`)
+fuzz: check-go
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	  done; \
+	done
+
+## bench: benchmarks, 10 runs each, summarised with benchstat when it is installed
+bench: check-go
+	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./... | tee bench.txt
+	@command -v benchstat >/dev/null && benchstat bench.txt || echo "(go install golang.org/x/perf/cmd/benchstat@latest for a summary)"
