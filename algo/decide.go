@@ -37,6 +37,10 @@ func (p *Policy) Decide(s *State, now, n int64) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: %d", ErrInvalidCost, n)
 	}
 	if s.alg != p.alg {
+		// Decide from the initial state. A peek or a never-admissible event
+		// must leave *s alone; any other event is admitted from the initial
+		// state (n <= burst fits an empty bucket, window or log), so *s is
+		// overwritten either way.
 		if n == 0 || n > p.burst {
 			s = &State{}
 		} else {
