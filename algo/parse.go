@@ -102,23 +102,22 @@ func parseCount(what, s string) (int64, string) {
 // parsePeriod parses a Go duration or a bare number of seconds.
 func parsePeriod(s string) (time.Duration, string) {
 	var d time.Duration
+	var err error
 	if s != "" && strings.TrimLeft(s, "0123456789.") == "" {
-		if whole, _, _ := strings.Cut(s, "."); len(whole) > 9 {
+		// A bare number of seconds: exact as a Go duration in s, once
+		// sub-nanosecond digits (which ParseDuration would drop) are ruled out.
+		whole, frac, _ := strings.Cut(s, ".")
+		if len(whole) > 9 {
 			return 0, fmt.Sprintf("period %s is longer than 366 days", s)
 		}
-		ns, ok := parseSeconds(s)
-		if !ok {
+		if d, err = time.ParseDuration(s + "s"); err != nil || len(frac) > 9 {
 			return 0, fmt.Sprintf("period %q is not a number of seconds with at most nine decimals", s)
 		}
-		d = time.Duration(ns)
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			if strings.HasSuffix(s, "d") || strings.HasSuffix(s, "w") || strings.HasSuffix(s, "y") {
-				return 0, fmt.Sprintf("period %q is not a Go duration (the largest unit is h: 1d is 24h)", s)
-			}
-			return 0, fmt.Sprintf("period %q is not a Go duration (500ms, 1s, 1m, 1h) or a number of seconds", s)
+	} else if d, err = time.ParseDuration(s); err != nil {
+		if strings.HasSuffix(s, "d") || strings.HasSuffix(s, "w") || strings.HasSuffix(s, "y") {
+			return 0, fmt.Sprintf("period %q is not a Go duration (the largest unit is h: 1d is 24h)", s)
 		}
+		return 0, fmt.Sprintf("period %q is not a Go duration (500ms, 1s, 1m, 1h) or a number of seconds", s)
 	}
 	switch {
 	case d <= 0:
@@ -127,24 +126,4 @@ func parsePeriod(s string) (time.Duration, string) {
 		return 0, fmt.Sprintf("period %s is longer than 366 days", s)
 	}
 	return d, ""
-}
-
-// parseSeconds parses DIGITS[.DIGITS] seconds, with at most nine decimals,
-// exactly into nanoseconds, and at most MaxPeriod. It does no rounding.
-func parseSeconds(s string) (int64, bool) {
-	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" && frac == "" || len(frac) > 9 || strings.Contains(frac, ".") || len(whole) > 9 {
-		return 0, false
-	}
-	var ns int64
-	for _, c := range whole {
-		ns = ns*10 + int64(c-'0')
-	}
-	ns *= int64(time.Second)
-	scale := int64(time.Second)
-	for _, c := range frac {
-		scale /= 10
-		ns += int64(c-'0') * scale
-	}
-	return ns, true
 }
