@@ -21,24 +21,24 @@ func (p *Policy) bucket(s *State, now, n int64) Decision {
 		wait = tat.sub(tl)
 	}
 	after := wait.add(mul64(uint64(n), uint64(p.period))) // TAT' - t if admitted
-	if n > 0 && !p.bp.less(after) {
+	if n > 0 && !p.bp().less(after) {
 		t, f := tl.add(after).div64(limit)
 		s.t, s.x = int64(t), int64(f)
 		return Decision{Allowed: true, Remaining: p.bucketRemaining(after), ResetAfter: p.bucketDuration(after)}
 	}
 	d := Decision{Allowed: n == 0, Remaining: p.bucketRemaining(wait), ResetAfter: p.bucketDuration(wait)}
 	if n > 0 {
-		d.RetryAfter = p.bucketDuration(after.sub(p.bp))
+		d.RetryAfter = p.bucketDuration(after.sub(p.bp()))
 	}
 	return d
 }
 
 // bucketRemaining returns floor((tau - wait)/T), at least 0.
 func (p *Policy) bucketRemaining(wait u128) int64 {
-	if p.bp.less(wait) {
+	if p.bp().less(wait) {
 		return 0 // possible only after the clock stepped back
 	}
-	q, _ := p.bp.sub(wait).div64(uint64(p.period))
+	q, _ := p.bp().sub(wait).div64(uint64(p.period))
 	return int64(q)
 }
 

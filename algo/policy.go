@@ -70,8 +70,12 @@ type Policy struct {
 	limit  int64
 	period int64 // nanoseconds
 	burst  int64 // burst, capacity, or limit for the window algorithms
-	bp     u128  // burst*period: tau in units of 1/limit ns for the buckets
 }
+
+// bp returns burst*period: the buckets' tau in units of 1/limit ns, and
+// the sliding window's limit times PERIOD. It is computed, not stored, to
+// keep a Policy (and every Decision that carries one) small.
+func (p *Policy) bp() u128 { return mul64(uint64(p.burst), uint64(p.period)) }
 
 // New returns the policy alg with limit units per period. burst is the
 // token-bucket's burst or the leaky-bucket's capacity, and 0 means limit; the
@@ -110,9 +114,8 @@ func newPolicy(alg Algorithm, limit int64, period time.Duration, burst int64) (P
 		burst = limit
 	}
 	p := Policy{alg: alg, limit: limit, period: int64(period), burst: burst}
-	p.bp = mul64(uint64(burst), uint64(period))
-	if alg.isBucket() && mul64(uint64(MaxDrain), uint64(limit)).less(p.bp) {
-		years, _ := p.bp.div64(uint64(limit) * uint64(8766*time.Hour))
+	if alg.isBucket() && mul64(uint64(MaxDrain), uint64(limit)).less(p.bp()) {
+		years, _ := p.bp().div64(uint64(limit) * uint64(8766*time.Hour))
 		return Policy{}, fmt.Sprintf("%s %d at %d/%s takes %d years to drain; the most is 100",
 			burstName(alg), burst, limit, formatPeriod(period), years)
 	}

@@ -23,7 +23,7 @@ func (p *Policy) slidingWindow(s *State, now, n int64) Decision {
 	}
 	// prev's weight times PERIOD: prev*(PERIOD-elapsed).
 	weighted := mul64(uint64(prev), uint64(period-(at-start)))
-	if n > 0 && !p.bp.less(weighted.add(mul64(uint64(cur+n), uint64(period)))) {
+	if n > 0 && !p.bp().less(weighted.add(mul64(uint64(cur+n), uint64(period)))) {
 		s.t, s.x, s.y = start, cur+n, prev
 		return Decision{Allowed: true,
 			Remaining:  p.windowRemaining(cur+n, weighted),

@@ -1,0 +1,167 @@
+package algo_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+var stampPolicies = []string{
+	"token-bucket 3/1s burst=5", "token-bucket 7/2s", "leaky-bucket 1000/7ms capacity=20",
+	"sliding-log 4/1s", "sliding-window 5/1s", "fixed-window 3/500ms",
+}
+
+// TestRefundProperties admits an event, later refunds it, and compares
+// with the same history without the event: the refund must never leave
+// more headroom than that, at any later time; refunded at once, it must
+// leave exactly as much.
+func TestRefundProperties(t *testing.T) {
+	for _, ps := range stampPolicies {
+		p, _ := algo.ParsePolicy(ps)
+		P := int64(p.Period())
+		rng := rand.New(rand.NewPCG(7, 8))
+		for trial := range 2000 {
+			var with, without algo.State
+			now := int64(5 * P)
+			for range rng.IntN(6) { // a shared history
+				now += rng.Int64N(P / 2)
+				n := 1 + rng.Int64N(2)
+				p.Decide(&with, now, n)
+				p.Decide(&without, now, n)
+			}
+			now += rng.Int64N(P / 2)
+			n := 1 + rng.Int64N(p.Burst())
+			d, _ := p.Decide(&with, now, n)
+			if !d.Allowed {
+				continue
+			}
+			st := p.StampOf(&with, now)
+			at := now
+			if trial%2 == 1 { // refund later, after more events
+				for range rng.IntN(4) {
+					at += rng.Int64N(P / 3)
+					m := 1 + rng.Int64N(2)
+					da, _ := p.Decide(&with, at, m)
+					if da.Allowed { // keep the histories alike where possible
+						p.Decide(&without, at, m)
+					}
+				}
+				at += rng.Int64N(P)
+			}
+			if err := p.Refund(&with, st, at, n); err != nil {
+				t.Fatal(err)
+			}
+			for k := int64(0); k < 6; k++ {
+				u := at + k*P/4
+				a, _ := p.Decide(&with, u, 0)
+				b, _ := p.Decide(&without, u, 0)
+				if a.Remaining > b.Remaining {
+					t.Fatalf("%s trial %d: after a refund at %d, remaining %d at %d, but %d without the event", ps, trial, at, a.Remaining, u, b.Remaining)
+				}
+				if trial%2 == 0 && k == 0 && a.Remaining != b.Remaining {
+					t.Fatalf("%s trial %d: an immediate refund left remaining %d, want %d", ps, trial, a.Remaining, b.Remaining)
+				}
+			}
+		}
+	}
+}
+
+func TestRefundErrors(t *testing.T) {
+	p, _ := algo.ParsePolicy("token-bucket 3/1s burst=5")
+	var s algo.State
+	p.Decide(&s, 0, 2)
+	before := s
+	for _, c := range []struct {
+		now, n int64
+		want   error
+	}{{0, -1, algo.ErrInvalidCost}, {0, 6, algo.ErrInvalidCost}, {-1, 1, algo.ErrInvalidTime}} {
+		if err := p.Refund(&s, algo.Stamp{}, c.now, c.n); !errors.Is(err, c.want) {
+			t.Errorf("Refund(now %d, n %d): %v, want %v", c.now, c.n, err, c.want)
+		}
+	}
+	var zero algo.Policy
+	if err := zero.Refund(&s, algo.Stamp{}, 0, 1); !errors.Is(err, algo.ErrInvalidPolicy) {
+		t.Errorf("zero Policy: %v", err)
+	}
+	// A bogus stamp changes nothing rather than corrupting the state.
+	if err := p.Refund(&s, algo.Stamp{TAT: -5, Frac: 99}, 0, 1); err != nil || s != before {
+		t.Errorf("a bogus stamp: %v, state changed %v", err, s != before)
+	}
+}
+
+// TestSchedule: scheduled events act in call order, at exactly the time
+// Decide would first admit them, and nothing waits longer than maxWait.
+func TestSchedule(t *testing.T) {
+	for _, ps := range stampPolicies {
+		p, _ := algo.ParsePolicy(ps)
+		bucket := p.Algorithm() == algo.TokenBucket || p.Algorithm() == algo.LeakyBucket
+		var s algo.State
+		maxWait := int64(3 * p.Period())
+		now, last := int64(0), int64(0)
+		for i := range 200 {
+			now += int64(p.Period()) / 50
+			copyS := s.Clone()
+			d, at, err := p.Schedule(&s, now, 1, maxWait)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.Allowed {
+				if bucket && d.RetryAfter <= time.Duration(maxWait) {
+					t.Fatalf("%s call %d: denied a wait of %v within %v", ps, i, d.RetryAfter, time.Duration(maxWait))
+				}
+				continue
+			}
+			if at < last || at-now > maxWait || at != now+int64(d.RetryAfter) {
+				t.Fatalf("%s call %d: acts at %d (now %d, last %d, wait %v)", ps, i, at, now, last, d.RetryAfter)
+			}
+			if !bucket && at != now {
+				t.Fatalf("%s: a window algorithm scheduled for later", ps)
+			}
+			// Deciding on the old state at "at" admits: the same event.
+			if at > now {
+				want, _ := p.Decide(&copyS, at, 1)
+				if !want.Allowed {
+					t.Fatalf("%s call %d: scheduled at %d, where Decide denies", ps, i, at)
+				}
+			}
+			last = at
+		}
+	}
+}
+
+func TestCellAndClone(t *testing.T) {
+	for _, ps := range stampPolicies {
+		p, _ := algo.ParsePolicy(ps)
+		var s algo.State
+		for i := range 50 {
+			p.Decide(&s, int64(i)*int64(p.Period())/7, 1)
+		}
+		c := s.Clone()
+		cell, ok := s.Cell()
+		if ok == (p.Algorithm() == algo.SlidingLog) {
+			t.Fatalf("%s: Cell ok = %v", ps, ok)
+		}
+		if ok {
+			back := cell.State(p.Algorithm())
+			if a, b := p.ResetAt(&back), p.ResetAt(&s); a != b {
+				t.Fatalf("%s: Cell round trip: ResetAt %d vs %d", ps, a, b)
+			}
+		}
+		// Changing the original must not change the clone.
+		before, _ := p.Decide(&c, 100*int64(p.Period()), 0)
+		p.Decide(&s, 51*int64(p.Period())/7, 1)
+		after, _ := p.Decide(&c, 100*int64(p.Period()), 0)
+		if before != after {
+			t.Fatalf("%s: the clone shares state", ps)
+		}
+		b1, _ := s.MarshalBinary()
+		c2 := s.Clone()
+		b2, _ := c2.MarshalBinary()
+		if string(b1) != string(b2) {
+			t.Fatalf("%s: clone encodes differently", ps)
+		}
+	}
+}
