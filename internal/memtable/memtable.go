@@ -1,0 +1,385 @@
+// Package memtable is the data structure under floodgate's memory store:
+// one policy's keys in a sharded hash table, each shard behind its own
+// mutex, with bounded memory.
+//
+// A token-bucket, leaky-bucket, fixed-window or sliding-window key takes one
+// 32-byte slot (its key's string header and an algo.Cell) in an
+// open-addressing table with linear probing, plus one tag byte; deciding on
+// an existing key hashes the key once, probes, and allocates nothing. A
+// sliding-log key keeps its log, in a Go map.
+//
+// Memory stays bounded two ways. A key whose state has drained (algo's
+// ResetAt has passed) decides exactly like a missing key, so a shard drops
+// drained keys whenever it would otherwise grow, and shrinks when mostly
+// empty. And a shard never holds more than its share of the table's maximum
+// number of keys: to make room it evicts, from a sample of its keys, the one
+// that would drain soonest, which changes the fewest future decisions.
+package memtable
+
+import (
+	"hash/maphash"
+	"maps"
+	"math/bits"
+	"sync"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// Table holds the states of one policy's keys. It is safe for concurrent
+// use.
+type Table struct {
+	p      algo.Policy
+	log    bool // sliding-log: states in shard.logs
+	seed   maphash.Seed
+	shift  uint // shard index = hash >> shift
+	shards []shard
+}
+
+// Stats counts a Table's keys and what it dropped.
+type Stats struct {
+	Keys      int    // keys held now
+	Drained   uint64 // keys dropped because their state had drained: lossless
+	Evictions uint64 // keys dropped to stay within the bound, state and all
+}
+
+// minShardKeys is the fewest keys a shard may be bounded to: with fewer, a
+// shard that happens to receive more than its share of keys would evict
+// while the table as a whole has room.
+const minShardKeys = 1024
+
+// New returns a Table for policy p holding at most maxKeys keys (at least
+// 1) in up to shards shards (a power of two, reduced so that each shard may
+// hold at least minShardKeys keys).
+func New(p algo.Policy, maxKeys, shards int) *Table {
+	maxKeys = max(maxKeys, 1)
+	n := 1
+	for n*2 <= shards && n*2*minShardKeys <= maxKeys {
+		n *= 2
+	}
+	t := &Table{p: p, log: p.Algorithm() == algo.SlidingLog, seed: maphash.MakeSeed(),
+		shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.max = maxKeys / n
+		if i < maxKeys%n {
+			sh.max++
+		}
+		if t.log {
+			sh.logs = make(map[string]*algo.State)
+		}
+	}
+	return t
+}
+
+// Policy returns the table's policy.
+func (t *Table) Policy() *algo.Policy { return &t.p }
+
+// Hash returns key's hash, which picks its shard and slot.
+func (t *Table) Hash(key string) uint64 { return maphash.String(t.seed, key) }
+
+// Shard returns the index of the shard holding a key of hash h.
+func (t *Table) Shard(h uint64) int {
+	if t.shift == 64 {
+		return 0
+	}
+	return int(h >> t.shift)
+}
+
+// Lock and Unlock lock the shard of index i, for callers that apply several
+// operations as one atomic step. Callers that lock several shards, of one
+// table or several, must lock them in one global order.
+func (t *Table) Lock(i int)   { t.shards[i].mu.Lock() }
+func (t *Table) Unlock(i int) { t.shards[i].mu.Unlock() }
+
+// Decide decides an event of cost n at now for key, atomically.
+func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
+	h := t.Hash(key)
+	sh := &t.shards[t.Shard(h)]
+	sh.mu.Lock()
+	if t.log {
+		d, err := t.decideLog(sh, key, now, n)
+		sh.mu.Unlock()
+		return d, err
+	}
+	i, found := sh.find(h, key)
+	var s algo.State
+	if found {
+		s = sh.slots[i].c.State(t.p.Algorithm())
+	}
+	d, err := t.p.Decide(&s, now, n)
+	if d.Allowed && n > 0 {
+		c, _ := s.Cell()
+		if found {
+			sh.slots[i].c = c
+		} else {
+			t.insert(sh, h, key, c, now)
+		}
+	} else if found && d.ResetAfter == 0 && n == 0 {
+		sh.remove(i, t) // a peek found it drained
+		sh.drained++
+	}
+	sh.mu.Unlock()
+	return d, err
+}
+
+func (t *Table) decideLog(sh *shard, key string, now, n int64) (algo.Decision, error) {
+	s := sh.logs[key]
+	if s == nil {
+		var fresh algo.State
+		d, err := t.p.Decide(&fresh, now, n)
+		if d.Allowed && n > 0 {
+			t.insertLog(sh, key, &fresh, now)
+		}
+		return d, err
+	}
+	return t.p.Decide(s, now, n)
+}
+
+// Load returns key's state, and whether the table holds it, for a caller
+// that holds the key's shard lock. A sliding-log state shares its log with
+// the table: Clone it before changing it if it must be put back.
+func (t *Table) Load(h uint64, key string) (algo.State, bool) {
+	sh := &t.shards[t.Shard(h)]
+	if t.log {
+		if s := sh.logs[key]; s != nil {
+			return *s, true
+		}
+		return algo.State{}, false
+	}
+	if i, ok := sh.find(h, key); ok {
+		return sh.slots[i].c.State(t.p.Algorithm()), true
+	}
+	return algo.State{}, false
+}
+
+// Store puts key's state, for a caller that holds the key's shard lock; a
+// state drained at now is dropped instead.
+func (t *Table) Store(h uint64, key string, s algo.State, now int64) {
+	sh := &t.shards[t.Shard(h)]
+	drained := t.p.ResetAt(&s) <= now
+	if t.log {
+		if drained {
+			delete(sh.logs, key)
+			return
+		}
+		if old := sh.logs[key]; old != nil {
+			*old = s
+			return
+		}
+		t.insertLog(sh, key, &s, now)
+		return
+	}
+	i, found := sh.find(h, key)
+	switch {
+	case found && drained:
+		sh.remove(i, t)
+	case found:
+		sh.slots[i].c, _ = s.Cell()
+	case !drained:
+		c, _ := s.Cell()
+		t.insert(sh, h, key, c, now)
+	}
+}
+
+// Stats returns the table's counts.
+func (t *Table) Stats() Stats {
+	var st Stats
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		st.Keys += sh.n + len(sh.logs)
+		st.Drained += sh.drained
+		st.Evictions += sh.evictions
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// shard is one part of a Table: an open-addressing table of slots with
+// linear probing and backward-shift deletion (no tombstones).
+type shard struct {
+	mu        sync.Mutex
+	tags      []uint8 // 0: empty; else 0x80 | 7 bits of the key's hash
+	slots     []slot
+	n         int // keys in slots
+	max       int // most keys this shard may hold
+	logs      map[string]*algo.State
+	logSweep  int // sweep logs when they reach this many keys
+	drained   uint64
+	evictions uint64
+	rnd       uint64 // eviction sampling
+	_         [64]byte
+}
+
+type slot struct {
+	key string
+	c   algo.Cell
+}
+
+const minSlots = 8
+
+func tagOf(h uint64) uint8 { return 0x80 | uint8(h>>32) }
+
+// find returns the slot index holding key, or the empty slot where it would
+// go, and whether it was found.
+func (sh *shard) find(h uint64, key string) (int, bool) {
+	if len(sh.tags) == 0 {
+		return -1, false
+	}
+	mask := len(sh.tags) - 1
+	tag := tagOf(h)
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch sh.tags[i] {
+		case 0:
+			return i, false
+		case tag:
+			if sh.slots[i].key == key {
+				return i, true
+			}
+		}
+	}
+}
+
+// insert adds a key known to be missing, first making room: dropping
+// drained keys, growing, or evicting when the shard is at its bound.
+func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) {
+	if sh.n >= sh.max {
+		t.evict(sh, now)
+	}
+	if (sh.n+1)*8 > len(sh.tags)*7 {
+		t.sweep(sh, now)
+		if (sh.n+1)*4 > len(sh.tags)*3 {
+			t.resize(sh, max(len(sh.tags)*2, minSlots))
+		}
+	}
+	i, _ := sh.find(h, key)
+	sh.tags[i] = tagOf(h)
+	sh.slots[i] = slot{key: key, c: c}
+	sh.n++
+}
+
+// sweep drops every key drained at now and shrinks a mostly empty shard.
+func (t *Table) sweep(sh *shard, now int64) {
+	alg := t.p.Algorithm()
+	for i := 0; i < len(sh.tags); {
+		if sh.tags[i] != 0 {
+			s := sh.slots[i].c.State(alg)
+			if t.p.ResetAt(&s) <= now {
+				sh.remove(i, t)
+				sh.drained++
+				continue // a key may have shifted into i
+			}
+		}
+		i++
+	}
+	if len(sh.tags) > minSlots && sh.n*8 < len(sh.tags) {
+		t.resize(sh, max(len(sh.tags)/4, minSlots))
+	}
+}
+
+// evict drops, of a sample of keys, the one whose state drains first: a
+// drained one if the sample has one, which costs nothing.
+func (t *Table) evict(sh *shard, now int64) {
+	const sample = 8
+	alg := t.p.Algorithm()
+	mask := len(sh.tags) - 1
+	sh.rnd = sh.rnd*6364136223846793005 + 1442695040888963407
+	best, bestAt := -1, int64(0)
+	seen := 0
+	for j, i := 0, int(sh.rnd>>33)&mask; j <= mask && seen < sample; j, i = j+1, (i+1)&mask {
+		if sh.tags[i] == 0 {
+			continue
+		}
+		seen++
+		s := sh.slots[i].c.State(alg)
+		if at := t.p.ResetAt(&s); best < 0 || at < bestAt {
+			best, bestAt = i, at
+		}
+	}
+	if best >= 0 {
+		sh.remove(best, t)
+		sh.count(bestAt <= now)
+	}
+}
+
+// count counts a key dropped to make room: drained, or evicted with state
+// that still mattered.
+func (sh *shard) count(drained bool) {
+	if drained {
+		sh.drained++
+	} else {
+		sh.evictions++
+	}
+}
+
+// remove empties slot i and shifts later keys of its probe run back.
+func (sh *shard) remove(i int, t *Table) {
+	mask := len(sh.tags) - 1
+	sh.tags[i], sh.slots[i] = 0, slot{}
+	sh.n--
+	for j := (i + 1) & mask; sh.tags[j] != 0; j = (j + 1) & mask {
+		home := int(t.Hash(sh.slots[j].key)) & mask
+		// Move j to the hole i if its home is not in (i, j].
+		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+			sh.tags[i], sh.slots[i] = sh.tags[j], sh.slots[j]
+			sh.tags[j], sh.slots[j] = 0, slot{}
+			i = j
+		}
+	}
+}
+
+func (t *Table) resize(sh *shard, size int) {
+	tags, slots := sh.tags, sh.slots
+	sh.tags, sh.slots = make([]uint8, size), make([]slot, size)
+	mask := size - 1
+	for i, tag := range tags {
+		if tag == 0 {
+			continue
+		}
+		j := int(t.Hash(slots[i].key)) & mask
+		for sh.tags[j] != 0 {
+			j = (j + 1) & mask
+		}
+		sh.tags[j], sh.slots[j] = tag, slots[i]
+	}
+}
+
+// insertLog adds a sliding-log key, making room as insert does.
+func (t *Table) insertLog(sh *shard, key string, s *algo.State, now int64) {
+	if len(sh.logs) >= sh.logSweep && sh.logSweep < sh.max {
+		t.sweepLogs(sh, now)
+	}
+	if len(sh.logs) >= sh.max {
+		const sample = 8
+		var bestKey string
+		bestAt, seen := int64(0), 0
+		for k, v := range sh.logs { // map order is random: a random sample
+			if at := t.p.ResetAt(v); seen == 0 || at < bestAt {
+				bestKey, bestAt = k, at
+			}
+			if seen++; seen == sample {
+				break
+			}
+		}
+		delete(sh.logs, bestKey)
+		sh.count(bestAt <= now)
+	}
+	sh.logs[key] = s
+}
+
+// sweepLogs drops every drained log, rebuilds a mostly empty map (Go maps
+// do not shrink), and sets the size of the next sweep to twice the live
+// keys, so sweeps cost O(1) per insert.
+func (t *Table) sweepLogs(sh *shard, now int64) {
+	before := len(sh.logs)
+	for k, v := range sh.logs {
+		if t.p.ResetAt(v) <= now {
+			delete(sh.logs, k)
+			sh.drained++
+		}
+	}
+	if len(sh.logs)*4 < before {
+		sh.logs = maps.Clone(sh.logs)
+	}
+	sh.logSweep = max(2*len(sh.logs), minSlots)
+}

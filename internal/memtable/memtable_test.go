@@ -1,0 +1,191 @@
+package memtable
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+var policies = []string{
+	"token-bucket 3/1s burst=5", "leaky-bucket 7/2s", "sliding-log 4/1s",
+	"sliding-window 5/1s", "fixed-window 3/500ms",
+}
+
+// TestDifferential runs random traces over many keys through a Table with
+// few shards (long probe runs, many removals) and through a plain map of
+// States: every decision must be the same, since dropping drained keys
+// and backward-shift deletion must change nothing.
+func TestDifferential(t *testing.T) {
+	for _, ps := range policies {
+		p, err := algo.ParsePolicy(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(ps, func(t *testing.T) {
+			tb := New(p, 1<<20, 2)
+			ref := map[string]*algo.State{}
+			rng := rand.New(rand.NewPCG(1, 2))
+			now := int64(time.Hour)
+			for i := range 40_000 {
+				switch rng.IntN(4) {
+				case 0:
+					now += rng.Int64N(int64(p.Period()) / 4)
+				case 1:
+					now += rng.Int64N(3 * int64(p.Period())) // let many keys drain
+				}
+				key := fmt.Sprint("k", rng.IntN(700))
+				n := rng.Int64N(4)
+				s := ref[key]
+				if s == nil {
+					s = new(algo.State)
+					ref[key] = s
+				}
+				want, werr := p.Decide(s, now, n)
+				got, gerr := tb.Decide(key, now, n)
+				if got != want || (werr == nil) != (gerr == nil) {
+					t.Fatalf("event %d (%s at %d, n %d): table %+v %v, map %+v %v", i, key, now, n, got, gerr, want, werr)
+				}
+			}
+			st := tb.Stats()
+			if st.Drained == 0 || st.Evictions != 0 {
+				t.Fatalf("stats %+v: want drained keys dropped and no evictions", st)
+			}
+		})
+	}
+}
+
+// TestLoadStore checks the locked access path against Decide.
+func TestLoadStore(t *testing.T) {
+	for _, ps := range policies {
+		p, _ := algo.ParsePolicy(ps)
+		tb := New(p, 1<<20, 4)
+		ref := map[string]*algo.State{}
+		rng := rand.New(rand.NewPCG(3, 4))
+		now := int64(0)
+		for i := range 20_000 {
+			now += rng.Int64N(int64(p.Period()) / 3)
+			key := fmt.Sprint("k", rng.IntN(50))
+			h := tb.Hash(key)
+			sh := tb.Shard(h)
+			tb.Lock(sh)
+			s, _ := tb.Load(h, key)
+			got, _ := p.Decide(&s, now, 1)
+			tb.Store(h, key, s, now)
+			tb.Unlock(sh)
+			r := ref[key]
+			if r == nil {
+				r = new(algo.State)
+				ref[key] = r
+			}
+			if want, _ := p.Decide(r, now, 1); got != want {
+				t.Fatalf("%s event %d: Load/Store path %+v, want %+v", ps, i, got, want)
+			}
+		}
+	}
+}
+
+// TestBound sends 200,000 distinct keys, none of which drains, to a
+// table bounded to 4,096: it never holds more, and counts each eviction.
+func TestBound(t *testing.T) {
+	for _, ps := range []string{"token-bucket 1/1h", "sliding-log 1/1h"} {
+		p, _ := algo.ParsePolicy(ps)
+		const max, keys = 4096, 200_000
+		tb := New(p, max, 64)
+		if len(tb.shards) != 4 {
+			t.Fatalf("%d shards for %d keys, want 4 (at least %d keys each)", len(tb.shards), max, minShardKeys)
+		}
+		for i := range keys {
+			if d, _ := tb.Decide(fmt.Sprint("attacker-", i), int64(i), 1); !d.Allowed {
+				t.Fatalf("%s: a fresh key was denied", ps)
+			}
+			if i%1000 == 0 {
+				if n := tb.Stats().Keys; n > max {
+					t.Fatalf("%s: %d keys held, bound %d", ps, n, max)
+				}
+			}
+		}
+		st := tb.Stats()
+		if st.Keys > max || st.Keys < max*9/10 || uint64(st.Keys)+st.Evictions != keys {
+			t.Fatalf("%s: stats %+v after %d keys, bound %d", ps, st, keys, max)
+		}
+		for i := range tb.shards {
+			if n := len(tb.shards[i].tags); n > 2*1024*8/7+minSlots {
+				t.Fatalf("%s: shard %d has %d slots for at most 1024 keys", ps, i, n)
+			}
+		}
+	}
+}
+
+// TestDrainedHoldNoMemory fills a table, lets every key drain, then sends
+// a few new keys: the drained ones are dropped and the shards shrink.
+func TestDrainedHoldNoMemory(t *testing.T) {
+	p, _ := algo.ParsePolicy("token-bucket 10/1s")
+	tb := New(p, 1<<20, 4)
+	for i := range 100_000 {
+		tb.Decide(fmt.Sprint("k", i), 0, 1)
+	}
+	slots := func() (n int) {
+		for i := range tb.shards {
+			n += len(tb.shards[i].tags)
+		}
+		return n
+	}
+	if slots() < 100_000 {
+		t.Fatalf("only %d slots for 100,000 keys", slots())
+	}
+	later := int64(time.Second)
+	for i := range 40_000 { // enough inserts to reach every shard's growth point
+		tb.Decide(fmt.Sprint("new", i), later, 1)
+	}
+	st := tb.Stats()
+	if st.Keys != 40_000 || st.Drained != 100_000 || st.Evictions != 0 {
+		t.Fatalf("stats %+v, want 40,000 keys, 100,000 drained, no evictions", st)
+	}
+	if n := slots(); n > 4*16384 {
+		t.Fatalf("%d slots for 40,000 live keys", n)
+	}
+}
+
+// TestEvictsSoonestDrained fills a shard with keys that drain soon and a
+// few that drain late; evictions must take the soon ones.
+func TestEvictsSoonestDrained(t *testing.T) {
+	p, _ := algo.ParsePolicy("leaky-bucket 1/1s capacity=1000")
+	tb := New(p, 1024, 1)
+	for i := range 1000 {
+		tb.Decide(fmt.Sprint("soon", i), 0, 1) // drains at 1s
+	}
+	for i := range 24 {
+		tb.Decide(fmt.Sprint("late", i), 0, 900) // drains at 900s
+	}
+	for i := range 500 {
+		tb.Decide(fmt.Sprint("new", i), 1, 1)
+	}
+	survived := 0
+	for i := range 24 {
+		key := fmt.Sprint("late", i)
+		h := tb.Hash(key)
+		if _, ok := tb.Load(h, key); ok {
+			survived++
+		}
+	}
+	if st := tb.Stats(); st.Evictions != 500 || st.Keys != 1024 {
+		t.Fatalf("stats %+v, want 500 evictions and 1024 keys", st)
+	}
+	if survived < 22 {
+		t.Fatalf("only %d of 24 late-draining keys survived 500 evictions among 1000 soon-draining ones", survived)
+	}
+}
+
+func BenchmarkDecideOneKey(b *testing.B) {
+	p, _ := algo.ParsePolicy("token-bucket 1000000000/1s")
+	tb := New(p, 1<<20, 64)
+	b.ReportAllocs()
+	now := int64(0)
+	for b.Loop() {
+		now++
+		tb.Decide("user:12345", now, 1)
+	}
+}
