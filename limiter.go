@@ -1,0 +1,195 @@
+package floodgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/clock"
+)
+
+// A Limiter applies one Policy to many keys: each key (a user, an address,
+// an event name) has its own state, kept in a Store, initially the
+// policy's initial state (a full bucket, an empty window or log).
+//
+// Each call decides one request of cost n (1 for Allow and Wait) on one key
+// at the current time, read once from the limiter's clock, and returns a
+// Decision: admitted or not, how many units remain, how long to wait before
+// a retry. A denial consumes nothing and is not an error; errors are for
+// bad input (a negative cost, a cost above the burst) and broken stores.
+// The methods most callers want are Allow, for a request that is refused
+// when over the limit, and Wait, for one that may wait its turn.
+//
+// A Limiter made by NewLimiter with no options keeps its state in a memory
+// store of its own, bounded to DefaultMaxKeys keys. Its methods are safe
+// for concurrent use by many goroutines, and hold no lock while they call
+// the store. There is no zero value: use NewLimiter.
+type Limiter struct {
+	policy   Policy
+	name     string
+	store    Store
+	table    Table
+	clock    clock.Clock // nil: the real clock, read without an interface call
+	dryRun   bool
+	maxWait  time.Duration
+	maxQueue int
+
+	denied, dryRunDenied, errs atomic.Uint64
+
+	mu     sync.Mutex
+	queues map[string]*waitQueue
+}
+
+// NewLimiter returns a Limiter applying p to every key. Without WithStore
+// it keeps state in a new memory store of its own.
+//
+// NewLimiter cannot fail: when p is not valid or the store refuses the
+// table, every method of the Limiter returns the error.
+func NewLimiter(p Policy, opts ...Option) *Limiter {
+	var c config
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.store == nil {
+		c.store = NewMemoryStore(c.maxKeys)
+	}
+	if c.name == "" {
+		c.name = p.String()
+	}
+	if _, real := c.clock.(clock.Real); real {
+		c.clock = nil
+	}
+	l := &Limiter{policy: p, name: c.name, store: c.store, clock: c.clock, dryRun: c.dryRun,
+		maxWait: c.maxWait, maxQueue: c.maxQueue, queues: make(map[string]*waitQueue)}
+	t, err := c.store.Table(c.name, p)
+	if err != nil {
+		t = errTable{fmt.Errorf("floodgate: limiter %q: %w", c.name, err)}
+	}
+	l.table = t
+	return l
+}
+
+// errTable is the Table of a Limiter whose table could not be made.
+type errTable struct{ err error }
+
+func (t errTable) Decide(context.Context, string, int64, int64) (algo.Decision, error) {
+	return algo.Decision{}, t.err
+}
+
+// Policy returns the limiter's policy.
+func (l *Limiter) Policy() Policy { return l.policy }
+
+// Name returns the name under which the limiter keeps its keys.
+func (l *Limiter) Name() string { return l.name }
+
+// Store returns the store holding the limiter's state.
+func (l *Limiter) Store() Store { return l.store }
+
+// now reads the clock once, in nanoseconds since the Unix epoch.
+func (l *Limiter) now() int64 {
+	if l.clock == nil {
+		return clock.UnixNano()
+	}
+	return l.clock.Now().UnixNano()
+}
+
+func (l *Limiter) newTimer(d time.Duration) clock.Timer {
+	if l.clock == nil {
+		return clock.Real{}.NewTimer(d)
+	}
+	return l.clock.NewTimer(d)
+}
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.decide(ctx, key, l.now(), 1)
+}
+
+// AllowN decides whether key may spend n units now, and spends them if so.
+// A denied request changes nothing. n == 0 is a peek: always admitted, it
+// reports the key's headroom and changes nothing. n above the policy's
+// burst is denied with RetryAfter Never and an error wrapping
+// ErrCostExceedsBurst; a negative n is an error wrapping ErrInvalidCost.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	return l.decide(ctx, key, l.now(), n)
+}
+
+// AllowAt is AllowN at time t instead of the limiter's clock, for callers
+// that carry their own time (a trace, a timestamp from a request). Times
+// may go backwards; see algo.Decide for how each algorithm treats that.
+// A time before the Unix epoch or after the year 2116 is an error wrapping
+// ErrInvalidTime.
+func (l *Limiter) AllowAt(ctx context.Context, key string, t time.Time, n int64) (Decision, error) {
+	ns, err := unixNano(t)
+	if err != nil {
+		return Decision{Policy: l.policy}, err
+	}
+	return l.decide(ctx, key, ns, n)
+}
+
+func unixNano(t time.Time) (int64, error) {
+	const maxUnixSec = algo.MaxTime / int64(time.Second)
+	if s := t.Unix(); s < 0 || s >= maxUnixSec {
+		return 0, fmt.Errorf("floodgate: %w: %v", ErrInvalidTime, t)
+	}
+	return t.UnixNano(), nil
+}
+
+func (l *Limiter) decide(ctx context.Context, key string, now, n int64) (Decision, error) {
+	d, err := l.table.Decide(ctx, key, now, n)
+	if !d.Allowed {
+		return l.denial(Decision{Remaining: d.Remaining, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter, Policy: l.policy}, err)
+	}
+	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy}, err
+}
+
+// denial counts a denial and applies dry-run mode to it.
+func (l *Limiter) denial(d Decision, err error) (Decision, error) {
+	if err != nil && !errors.Is(err, ErrCostExceedsBurst) {
+		l.errs.Add(1)
+		if l.dryRun {
+			d.Allowed = true
+		}
+		return d, err
+	}
+	if l.dryRun {
+		l.dryRunDenied.Add(1)
+		d.Allowed, d.DryRun = true, true
+		return d, nil
+	}
+	l.denied.Add(1)
+	return d, err
+}
+
+// Reset forgets key's state: its next request is decided as the first.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	return l.store.Apply(ctx, []Op{{Kind: OpReset, Table: l.table, Key: key, Now: l.now()}})
+}
+
+// Stats counts a limiter's denials and errors since it was made.
+type Stats struct {
+	Denied       uint64 // requests denied
+	DryRunDenied uint64 // requests that would have been denied, admitted in dry-run mode
+	Errors       uint64 // calls that failed with an error other than ErrCostExceedsBurst
+}
+
+// Stats returns the limiter's counts.
+func (l *Limiter) Stats() Stats {
+	return Stats{Denied: l.denied.Load(), DryRunDenied: l.dryRunDenied.Load(), Errors: l.errs.Load()}
+}
+
+// apply runs ops on the limiter's store.
+func (l *Limiter) apply(ctx context.Context, ops []Op) error {
+	if t, ok := l.table.(errTable); ok {
+		return t.err
+	}
+	return l.store.Apply(ctx, ops)
+}
+
+// forever is a wait with no bound.
+const forever = time.Duration(math.MaxInt64)

@@ -1,0 +1,118 @@
+package floodgate_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+)
+
+// TestAllowAllPerUserAndGlobal is seed 001's wish: a per-user limit and a
+// global one checked together, where a denial by either spends nothing.
+func TestAllowAllPerUserAndGlobal(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		fc := newFake()
+		var userOpts, globalOpts []floodgate.Option
+		userOpts = append(userOpts, floodgate.WithClock(fc))
+		globalOpts = append(globalOpts, floodgate.WithClock(fc))
+		if shared {
+			store := floodgate.NewMemoryStore(0)
+			userOpts = append(userOpts, floodgate.WithStore(store))
+			globalOpts = append(globalOpts, floodgate.WithStore(store))
+		}
+		user := floodgate.NewLimiter(floodgate.SlidingLog(2, time.Minute), userOpts...)
+		global := floodgate.NewLimiter(floodgate.SlidingLog(3, time.Minute), globalOpts...)
+		check := func(who string) floodgate.MultiDecision {
+			md, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: user, Key: who, N: 1}, floodgate.Check{Limiter: global, Key: "all", N: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return md
+		}
+		for i, c := range []struct {
+			who    string
+			want   bool
+			denied int
+		}{{"alice", true, -1}, {"alice", true, -1}, {"alice", false, 0}, {"bob", true, -1}, {"carol", false, 1}} {
+			md := check(c.who)
+			if md.Allowed != c.want || md.Denied != c.denied {
+				t.Fatalf("shared store %v, call %d (%s): %+v, want allowed=%v denied=%d", shared, i, c.who, md, c.want, c.denied)
+			}
+			fc.Advance(time.Second)
+		}
+		// alice's denial spent nothing globally; carol's spent nothing on her.
+		if d := mustAllow(t, global, "all", 0); d.Remaining != 0 {
+			t.Fatalf("shared %v: global %+v, want exactly 3 spent", shared, d)
+		}
+		if d := mustAllow(t, user, "carol", 0); d.Remaining != 2 {
+			t.Fatalf("shared %v: carol %+v, a denied check spent her units", shared, d)
+		}
+		md := check("dave")
+		if md.RetryAfter != 55*time.Second || md.Decisions[1].RetryAfter != 55*time.Second {
+			t.Fatalf("shared %v: RetryAfter %v, want 55s (the global log's oldest entry, at 0s, expires at 60s)", shared, md.RetryAfter)
+		}
+	}
+}
+
+// TestAllowAllSustainedAndPeak: balb::RateLimiter's two rates as two
+// token buckets on one key; the longest wait is reported.
+func TestAllowAllSustainedAndPeak(t *testing.T) {
+	fc := newFake()
+	sustained := floodgate.NewLimiter(floodgate.TokenBucket(10, time.Minute, 10), floodgate.WithClock(fc))
+	peak := floodgate.NewLimiter(floodgate.TokenBucket(2, time.Second, 2), floodgate.WithClock(fc))
+	checks := []floodgate.Check{{Limiter: sustained, Key: "k", N: 1}, {Limiter: peak, Key: "k", N: 1}}
+	admitted := 0
+	for range 50 {
+		md, err := floodgate.AllowAll(ctx, checks...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Allowed {
+			admitted++
+		}
+		fc.Advance(100 * time.Millisecond)
+	}
+	// In 5s the peak bucket alone would admit 2 at once and then one per
+	// 500ms, 11 in all; the sustained one caps them at its burst of 10.
+	if admitted != 10 {
+		t.Fatalf("admitted %d in 5s, want 10", admitted)
+	}
+	// At 5s the sustained bucket's next unit is 66s - 60s burst - 5s away.
+	md, _ := floodgate.AllowAll(ctx, checks...)
+	if md.Allowed || md.Denied != 0 || md.RetryAfter != time.Second {
+		t.Fatalf("after the sustained bucket is spent: %+v, want it to deny with the longer wait", md)
+	}
+}
+
+func TestAllowAllEdges(t *testing.T) {
+	fc := newFake()
+	a := floodgate.NewLimiter(floodgate.FixedWindow(5, time.Minute), floodgate.WithClock(fc))
+	b := floodgate.NewLimiter(floodgate.FixedWindow(2, time.Minute), floodgate.WithClock(fc))
+	md, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: a, Key: "k", N: 1}, floodgate.Check{Limiter: b, Key: "k", N: 3})
+	if !errors.Is(err, floodgate.ErrCostExceedsBurst) || md.Allowed || md.RetryAfter != floodgate.Never || md.Denied != 1 {
+		t.Fatalf("a cost above one limit's burst: %+v, %v", md, err)
+	}
+	if d := mustAllow(t, a, "k", 0); d.Remaining != 5 {
+		t.Fatalf("the other limit spent: %+v", d)
+	}
+	if _, err := floodgate.AllowAll(ctx, floodgate.Check{Key: "k", N: 1}); err == nil {
+		t.Fatal("a check without a Limiter was accepted")
+	}
+	if _, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: a, Key: "k", N: -1}); !errors.Is(err, floodgate.ErrInvalidCost) {
+		t.Fatalf("a negative cost: %v", err)
+	}
+	md, err = floodgate.AllowAll(ctx)
+	if err != nil || !md.Allowed {
+		t.Fatalf("no checks: %+v, %v", md, err)
+	}
+
+	// A dry-run limit reports but never denies the request.
+	shadow := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Minute), floodgate.WithClock(fc), floodgate.WithDryRun(true))
+	for i := range 3 {
+		md, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: a, Key: "s", N: 1}, floodgate.Check{Limiter: shadow, Key: "s", N: 1})
+		if err != nil || !md.Allowed || md.Decisions[1].DryRun != (i > 0) {
+			t.Fatalf("call %d with a dry-run limit: %+v, %v", i, md, err)
+		}
+	}
+}
