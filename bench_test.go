@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/clock"
 )
 
 // The peers are measured against these in the bench module (make bench);
@@ -22,6 +23,15 @@ func BenchmarkAllowOneKey(b *testing.B) {
 	} {
 		b.Run(c.name+"/serial", func(b *testing.B) {
 			l := floodgate.NewLimiter(c.p)
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Allow(ctx, "user:12345")
+			}
+		})
+		b.Run(c.name+"/serial-coarse-clock", func(b *testing.B) {
+			coarse := clock.NewCoarse(time.Millisecond)
+			defer coarse.Stop()
+			l := floodgate.NewLimiter(c.p, floodgate.WithClock(coarse))
 			b.ReportAllocs()
 			for b.Loop() {
 				l.Allow(ctx, "user:12345")

@@ -34,7 +34,8 @@ type Limiter struct {
 	name     string
 	store    Store
 	table    Table
-	clock    clock.Clock // nil: the real clock, read without an interface call
+	clock    clock.Clock   // nil: the real clock, read without an interface call
+	coarse   *clock.Coarse // set when clock is one: read without an interface call
 	dryRun   bool
 	maxWait  time.Duration
 	maxQueue int
@@ -71,6 +72,7 @@ func NewLimiter(p Policy, opts ...Option) *Limiter {
 		t = errTable{fmt.Errorf("floodgate: limiter %q: %w", c.name, err)}
 	}
 	l.table = t
+	l.coarse, _ = c.clock.(*clock.Coarse)
 	return l
 }
 
@@ -92,8 +94,11 @@ func (l *Limiter) Store() Store { return l.store }
 
 // now reads the clock once, in nanoseconds since the Unix epoch.
 func (l *Limiter) now() int64 {
-	if l.clock == nil {
+	switch {
+	case l.clock == nil:
 		return clock.UnixNano()
+	case l.coarse != nil:
+		return l.coarse.UnixNano()
 	}
 	return l.clock.Now().UnixNano()
 }
@@ -142,22 +147,28 @@ func unixNano(t time.Time) (int64, error) {
 
 func (l *Limiter) decide(ctx context.Context, key string, now, n int64) (Decision, error) {
 	d, err := l.table.Decide(ctx, key, now, n)
-	if !d.Allowed {
-		return l.denial(Decision{Remaining: d.Remaining, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter, Policy: l.policy}, err)
+	if !d.Allowed || err != nil {
+		return l.denial(d, err)
 	}
-	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy}, err
+	// Small enough to be inlined into Allow: the Decision is built once, in
+	// the caller's result.
+	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy}, nil
 }
 
-// denial counts a denial and applies dry-run mode to it.
-func (l *Limiter) denial(d Decision, err error) (Decision, error) {
-	if err != nil && !errors.Is(err, ErrCostExceedsBurst) {
+// denial turns a store's denial (or error) into a Decision: it counts it and
+// applies dry-run mode.
+func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
+	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, Policy: l.policy}
+	switch {
+	case d.Allowed: // admitted, with an error: not from a conforming store
+		return d, err
+	case err != nil && !errors.Is(err, ErrCostExceedsBurst):
 		l.errs.Add(1)
 		if l.dryRun {
 			d.Allowed = true
 		}
 		return d, err
-	}
-	if l.dryRun {
+	case l.dryRun:
 		l.dryRunDenied.Add(1)
 		d.Allowed, d.DryRun = true, true
 		return d, nil

@@ -27,8 +27,9 @@ func (f optionFunc) apply(c *config) { f(c) }
 // own. Limiters with the same name and policy on one store share state.
 func WithStore(s Store) Option { return optionFunc(func(c *config) { c.store = s }) }
 
-// WithClock reads time from c instead of the system clock; tests pass a
-// clock.Fake.
+// WithClock reads time from c instead of the system clock: tests pass a
+// clock.Fake, and the hottest paths may pass a clock.Coarse, which is
+// faster to read but up to its resolution off (see clock.Coarse).
 func WithClock(c clock.Clock) Option { return optionFunc(func(cfg *config) { cfg.clock = c }) }
 
 // WithName names the limiter's keys in its store (the default name is the

@@ -40,8 +40,8 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	ad := op.Decision
 	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, Policy: l.policy}
 	held := ad.Allowed && n > 0
-	if !ad.Allowed {
-		d, err = l.denial(d, err)
+	if !ad.Allowed || err != nil {
+		d, err = l.denial(ad, err)
 	}
 	return &Reservation{l: l, key: key, n: n, d: d, stamp: op.Stamp, held: held}, err
 }

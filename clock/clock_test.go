@@ -65,3 +65,24 @@ func TestReal(t *testing.T) {
 		t.Fatal("Stop")
 	}
 }
+
+func TestCoarse(t *testing.T) {
+	c := clock.NewCoarse(time.Millisecond)
+	defer c.Stop()
+	a := c.UnixNano()
+	if d := clock.UnixNano() - a; d < 0 || d > int64(time.Minute) {
+		t.Fatalf("Coarse is %v behind", time.Duration(d))
+	}
+	if c.Now().UnixNano() < a {
+		t.Fatal("Coarse went backwards")
+	}
+	c.Stop()
+	c.Stop() // twice is fine
+	last := c.UnixNano()
+	if c.UnixNano() != last {
+		t.Fatal("a stopped Coarse moved")
+	}
+	if !c.NewTimer(time.Hour).Stop() {
+		t.Fatal("timer")
+	}
+}
