@@ -60,6 +60,7 @@ func New(p algo.Policy, maxKeys, shards int) *Table {
 		shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
 	for i := range t.shards {
 		sh := &t.shards[i]
+		sh.bits = uint(bits.TrailingZeros(uint(n)))
 		sh.max = maxKeys / n
 		if i < maxKeys%n {
 			sh.max++
@@ -208,6 +209,7 @@ type shard struct {
 	drained   uint64
 	evictions uint64
 	rnd       uint64 // eviction sampling
+	bits      uint   // log2 of the number of shards
 	_         [64]byte
 }
 
@@ -218,6 +220,25 @@ type slot struct {
 
 const minSlots = 8
 
+// home returns the slot where a key of (shard-local) hash h belongs in a
+// table of size slots: the top bits of h scaled to size (Lemire's
+// multiply-shift), so that a table may have any size and grow by half.
+func home(h uint64, size int) int {
+	hi, _ := bits.Mul64(h, uint64(size))
+	return int(hi)
+}
+
+func next(i, size int) int {
+	if i++; i == size {
+		return 0
+	}
+	return i
+}
+
+// local drops the hash bits that chose the shard, which all of its keys
+// share, so that home spreads them over the whole shard.
+func (sh *shard) local(h uint64) uint64 { return h << sh.bits }
+
 func tagOf(h uint64) uint8 { return 0x80 | uint8(h>>32) }
 
 // find returns the slot index holding key, or the empty slot where it would
@@ -226,9 +247,9 @@ func (sh *shard) find(h uint64, key string) (int, bool) {
 	if len(sh.tags) == 0 {
 		return -1, false
 	}
-	mask := len(sh.tags) - 1
+	size := len(sh.tags)
 	tag := tagOf(h)
-	for i := int(h) & mask; ; i = (i + 1) & mask {
+	for i := home(sh.local(h), size); ; i = next(i, size) {
 		switch sh.tags[i] {
 		case 0:
 			return i, false
@@ -246,10 +267,13 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 	if sh.n >= sh.max {
 		t.evict(sh, now)
 	}
+	// Past 7/8 full, drop drained keys; if that frees less than 1/16 of the
+	// slots, grow by a quarter. Tables stay 70% to 87% full, and probing
+	// stays cheap because it reads one tag byte per slot.
 	if (sh.n+1)*8 > len(sh.tags)*7 {
 		t.sweep(sh, now)
-		if (sh.n+1)*4 > len(sh.tags)*3 {
-			t.resize(sh, max(len(sh.tags)*2, minSlots))
+		if (sh.n+1)*16 > len(sh.tags)*13 {
+			t.resize(sh, max(len(sh.tags)*5/4, minSlots))
 		}
 	}
 	i, _ := sh.find(h, key)
@@ -258,7 +282,8 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 	sh.n++
 }
 
-// sweep drops every key drained at now and shrinks a mostly empty shard.
+// sweep drops every key drained at now, and shrinks a shard left less
+// than a quarter full to half full.
 func (t *Table) sweep(sh *shard, now int64) {
 	alg := t.p.Algorithm()
 	for i := 0; i < len(sh.tags); {
@@ -272,8 +297,8 @@ func (t *Table) sweep(sh *shard, now int64) {
 		}
 		i++
 	}
-	if len(sh.tags) > minSlots && sh.n*8 < len(sh.tags) {
-		t.resize(sh, max(len(sh.tags)/4, minSlots))
+	if len(sh.tags) > minSlots && sh.n*4 < len(sh.tags) {
+		t.resize(sh, max(sh.n*2, minSlots)) // half full
 	}
 }
 
@@ -282,11 +307,11 @@ func (t *Table) sweep(sh *shard, now int64) {
 func (t *Table) evict(sh *shard, now int64) {
 	const sample = 8
 	alg := t.p.Algorithm()
-	mask := len(sh.tags) - 1
+	size := len(sh.tags)
 	sh.rnd = sh.rnd*6364136223846793005 + 1442695040888963407
 	best, bestAt := -1, int64(0)
 	seen := 0
-	for j, i := 0, int(sh.rnd>>33)&mask; j <= mask && seen < sample; j, i = j+1, (i+1)&mask {
+	for j, i := 0, home(sh.rnd, size); j < size && seen < sample; j, i = j+1, next(i, size) {
 		if sh.tags[i] == 0 {
 			continue
 		}
@@ -314,11 +339,11 @@ func (sh *shard) count(drained bool) {
 
 // remove empties slot i and shifts later keys of its probe run back.
 func (sh *shard) remove(i int, t *Table) {
-	mask := len(sh.tags) - 1
+	size := len(sh.tags)
 	sh.tags[i], sh.slots[i] = 0, slot{}
 	sh.n--
-	for j := (i + 1) & mask; sh.tags[j] != 0; j = (j + 1) & mask {
-		home := int(t.Hash(sh.slots[j].key)) & mask
+	for j := next(i, size); sh.tags[j] != 0; j = next(j, size) {
+		home := home(sh.local(t.Hash(sh.slots[j].key)), size)
 		// Move j to the hole i if its home is not in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
 			sh.tags[i], sh.slots[i] = sh.tags[j], sh.slots[j]
@@ -331,14 +356,13 @@ func (sh *shard) remove(i int, t *Table) {
 func (t *Table) resize(sh *shard, size int) {
 	tags, slots := sh.tags, sh.slots
 	sh.tags, sh.slots = make([]uint8, size), make([]slot, size)
-	mask := size - 1
 	for i, tag := range tags {
 		if tag == 0 {
 			continue
 		}
-		j := int(t.Hash(slots[i].key)) & mask
+		j := home(sh.local(t.Hash(slots[i].key)), size)
 		for sh.tags[j] != 0 {
-			j = (j + 1) & mask
+			j = next(j, size)
 		}
 		sh.tags[j], sh.slots[j] = tag, slots[i]
 	}

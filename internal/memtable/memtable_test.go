@@ -144,7 +144,7 @@ func TestDrainedHoldNoMemory(t *testing.T) {
 	if st.Keys != 40_000 || st.Drained != 100_000 || st.Evictions != 0 {
 		t.Fatalf("stats %+v, want 40,000 keys, 100,000 drained, no evictions", st)
 	}
-	if n := slots(); n > 4*16384 {
+	if n := slots(); n > 2*40_000+4*minSlots {
 		t.Fatalf("%d slots for 40,000 live keys", n)
 	}
 }
