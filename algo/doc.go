@@ -96,4 +96,20 @@
 // their state is a time in the future, and an earlier t only makes an event
 // wait longer. Durations in a Decision are always measured from the event's
 // own time.
+//
+// # Giving back and waiting
+//
+// Refund takes back the units of an admitted event that its caller did not
+// use (a cancelled reservation), identified by the Stamp that StampOf gave
+// right after the event. It never leaves a State more permissive than if
+// the event had not happened; refunded at the same instant, it leaves it
+// exactly as permissive. Schedule admits an event that may wait: for the
+// buckets it holds the units from now for the earliest instant they fit,
+// so that events scheduled one after another act in order; the window and
+// log algorithms cannot hold units for a later window, and schedule only
+// what fits now.
+//
+// Cell is a State in 16 bytes for the four algorithms without a log, for
+// stores that keep millions of keys in memory; Clone copies a State deeply,
+// for stores that must be able to put one back.
 package algo
