@@ -23,6 +23,15 @@ type Decision struct {
 	// ResetAfter is the time until the key is back to its initial state
 	// (full bucket, empty window or log) if nothing else happens.
 	ResetAfter time.Duration
-	// Policy is the policy that decided.
-	Policy Policy
+
+	policy *Policy // the limiter's: a pointer keeps a Decision in registers
+}
+
+// Policy returns the policy that decided; the zero Policy for the zero
+// Decision.
+func (d Decision) Policy() Policy {
+	if d.policy == nil {
+		return Policy{}
+	}
+	return *d.policy
 }

@@ -117,7 +117,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 	if !d.Allowed || err != nil {
 		return l.denial(d, err)
 	}
-	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy}, nil
+	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, policy: &l.policy}, nil
 }
 
 // AllowN decides whether key may spend n units now, and spends them if so.
@@ -137,7 +137,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 func (l *Limiter) AllowAt(ctx context.Context, key string, t time.Time, n int64) (Decision, error) {
 	ns, err := unixNano(t)
 	if err != nil {
-		return Decision{Policy: l.policy}, err
+		return Decision{policy: &l.policy}, err
 	}
 	return l.decide(ctx, key, ns, n)
 }
@@ -155,13 +155,13 @@ func (l *Limiter) decide(ctx context.Context, key string, now, n int64) (Decisio
 	if !d.Allowed || err != nil {
 		return l.denial(d, err)
 	}
-	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy}, nil
+	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, policy: &l.policy}, nil
 }
 
 // denial turns a store's denial (or error) into a Decision: it counts it and
 // applies dry-run mode.
 func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
-	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, Policy: l.policy}
+	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, policy: &l.policy}
 	switch {
 	case d.Allowed: // admitted, with an error: not from a conforming store
 		return d, err

@@ -48,7 +48,7 @@ func TestAllowMatchesCore(t *testing.T) {
 				states[key] = s
 			}
 			want, _ := p.Decide(s, fc.Now().UnixNano(), n)
-			if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.RetryAfter != want.RetryAfter || got.ResetAfter != want.ResetAfter || got.Policy != p {
+			if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.RetryAfter != want.RetryAfter || got.ResetAfter != want.ResetAfter || got.Policy() != p {
 				t.Fatalf("%s event %d: limiter %+v, core %+v", ps, i, got, want)
 			}
 		}

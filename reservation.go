@@ -38,7 +38,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 		err = op.Err
 	}
 	ad := op.Decision
-	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, Policy: l.policy}
+	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, policy: &l.policy}
 	held := ad.Allowed && n > 0
 	if !ad.Allowed || err != nil {
 		d, err = l.denial(ad, err)
