@@ -29,7 +29,15 @@ fuzz: check-go
 	  done; \
 	done
 
-## bench: benchmarks, 10 runs each, summarised with benchstat when it is installed
+## bench: the root module's benchmarks (10 runs each) into bench.txt, then floodgate against its peers
+## (module bench/, 6 runs each, 15-30 minutes) into bench/bench.txt, each summarised with benchstat when
+## it is installed, then floodgate/peer ratios of the medians; BENCHCOUNT and BENCHTIME set -count and -benchtime
 bench: check-go
-	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./... | tee bench.txt
-	@command -v benchstat >/dev/null && benchstat bench.txt || echo "(go install golang.org/x/perf/cmd/benchstat@latest for a summary)"
+	$(GO) test -run '^$$' -bench . -benchmem -count $(or $(BENCHCOUNT),10) $(if $(BENCHTIME),-benchtime $(BENCHTIME)) ./... | tee bench.txt
+	@bs=$$(command -v benchstat || echo "$$($(GO) env GOPATH)/bin/benchstat"); \
+	if [ -x "$$bs" ]; then "$$bs" bench.txt; else echo "(go install golang.org/x/perf/cmd/benchstat@latest for a summary)"; fi
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count $(or $(BENCHCOUNT),6) $(if $(BENCHTIME),-benchtime $(BENCHTIME)) -timeout 60m | tee bench.txt
+	@grep -q '^ok' bench/bench.txt || { echo "make bench: the peer benchmarks failed: see bench/bench.txt" >&2; exit 1; }
+	@bs=$$(command -v benchstat || echo "$$($(GO) env GOPATH)/bin/benchstat"); \
+	if [ -x "$$bs" ]; then "$$bs" bench/bench.txt; else echo "(go install golang.org/x/perf/cmd/benchstat@latest for a summary)"; fi
+	cd bench && $(GO) run ./cmd/ratios bench.txt

@@ -1,0 +1,189 @@
+// Command ratios summarises the output of the bench module's benchmarks:
+// for each scenario, the ratio of floodgate's median to each peer's, in
+// ns/op and (for BenchmarkMemory) B/key, beside the fraction of calls each
+// admitted. Below 1, floodgate is faster or holds less memory.
+//
+// Usage:
+//
+//	go run ./cmd/ratios [-base floodgate] [file ...]
+//
+// It reads bench.txt when given no file, and standard input for "-".
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/floodgate/floodgate/bench"
+)
+
+func main() {
+	base := flag.String("base", "floodgate", "the peer whose figures are divided by each other peer's")
+	flag.Parse()
+	files := flag.Args()
+	if len(files) == 0 {
+		files = []string{"bench.txt"}
+	}
+	var results []Result
+	for _, name := range files {
+		rs, err := parseFile(name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ratios:", err)
+			os.Exit(1)
+		}
+		results = append(results, rs...)
+	}
+	if len(results) == 0 {
+		fmt.Fprintln(os.Stderr, "ratios: no benchmark results in", strings.Join(files, ", "))
+		os.Exit(1)
+	}
+	s := Summarise(results)
+	notes := make(map[string]string)
+	for _, p := range bench.Peers {
+		notes[p.Name] = p.Note
+	}
+	Print(os.Stdout, s, *base, notes)
+}
+
+func parseFile(name string) ([]Result, error) {
+	if name == "-" {
+		return Parse(os.Stdin)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Parse(f)
+}
+
+// Units are the units compared, in order.
+var Units = []string{"ns/op", "B/key"}
+
+// Print writes the ratio table, base's own medians and the notes: each
+// peer's note from notes, and a warning for each peer whose admitted
+// fraction contradicts its scenario's name or that reported errors.
+func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
+	fmt.Fprintf(w, "%s / peer: ratio of the medians over the runs (n); below 1, %s is faster or holds less memory.\n", base, base)
+	fmt.Fprintf(w, "admit/op: the fraction of calls admitted (median); ! marks one that contradicts the scenario's name.\n\n")
+	rows := [][]string{{"scenario", "peer", "unit", base, "peer", "ratio", "n", base + " admit/op", "peer admit/op"}}
+	last := ""
+	for _, r := range s.Ratios(base, Units) {
+		if last != "" && r.Scenario != last {
+			rows = append(rows, nil)
+		}
+		last = r.Scenario
+		rows = append(rows, []string{r.Scenario, r.Peer, r.Unit,
+			FormatValue(r.Base), FormatValue(r.Other), fmt.Sprintf("%.2f", r.Ratio), fmt.Sprint(r.Runs),
+			admit(s, r.Scenario, base), admit(s, r.Scenario, r.Peer)})
+	}
+	writeTable(w, rows, 3)
+
+	fmt.Fprintf(w, "\n%s's own medians\n\n", base)
+	units := []string{"ns/op", "B/op", "allocs/op", "admit/op", "B/key"}
+	rows = [][]string{append([]string{"scenario"}, units...)}
+	for _, sc := range s.Scenarios {
+		if !slices.Contains(s.Peers[sc], base) {
+			continue
+		}
+		row := []string{sc}
+		for _, u := range units {
+			cell := "-"
+			if v, ok := s.Median(sc, base, u); ok {
+				cell = FormatValue(v)
+			}
+			row = append(row, cell)
+		}
+		rows = append(rows, row)
+	}
+	writeTable(w, rows, 1)
+	fmt.Fprintf(w, "\nMemory's ns/op is the time to make a limiter and touch 1,000,000 new keys once each.\n")
+
+	var warnings []string
+	seen := make(map[string]bool)
+	var peers []string
+	for _, sc := range s.Scenarios {
+		for _, p := range s.Peers[sc] {
+			if !seen[p] {
+				seen[p] = true
+				peers = append(peers, p)
+			}
+			if a, ok := s.Median(sc, p, "admit/op"); ok && !admitFits(sc, a) {
+				warnings = append(warnings, fmt.Sprintf("%s in %s admitted %s of its calls", p, sc, FormatValue(a)))
+			}
+			if e, ok := s.Median(sc, p, "err/op"); ok {
+				warnings = append(warnings, fmt.Sprintf("%s in %s: %s err/op (median over the %d of its runs that had errors)",
+					p, sc, FormatValue(e), s.Runs[Key{sc, p, "err/op"}]))
+			}
+			if e, ok := s.Median(sc, p, "evictions"); ok {
+				warnings = append(warnings, fmt.Sprintf("%s in %s evicted keys (median %s)", p, sc, FormatValue(e)))
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nPeers\n")
+	for _, p := range peers {
+		if notes[p] != "" {
+			fmt.Fprintf(w, "  %-12s %s\n", p, notes[p])
+		}
+	}
+	if len(warnings) > 0 {
+		fmt.Fprintf(w, "\nWarnings\n")
+		for _, m := range warnings {
+			fmt.Fprintf(w, "  %s\n", m)
+		}
+	}
+}
+
+// admitFits reports whether a fraction admitted fits the scenario's name:
+// nearly none in a "denied" scenario, nearly all in any other.
+func admitFits(scenario string, admit float64) bool {
+	if slices.Contains(strings.Split(scenario, "/"), "denied") {
+		return admit < 0.01
+	}
+	return admit > 0.99
+}
+
+func admit(s *Summary, scenario, peer string) string {
+	a, ok := s.Median(scenario, peer, "admit/op")
+	if !ok {
+		return "-"
+	}
+	mark := ""
+	if !admitFits(scenario, a) {
+		mark = "!"
+	}
+	return FormatValue(a) + mark
+}
+
+// writeTable writes rows in columns two spaces apart, the first left
+// columns aligned left and the others right; a nil row is a blank line.
+func writeTable(w io.Writer, rows [][]string, left int) {
+	var width []int
+	for _, row := range rows {
+		for i, cell := range row {
+			if i == len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], len(cell))
+		}
+	}
+	for _, row := range rows {
+		var b strings.Builder
+		for i, cell := range row {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-len(cell))
+			if i < left {
+				b.WriteString(cell + pad)
+			} else {
+				b.WriteString(pad + cell)
+			}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+}
