@@ -40,7 +40,7 @@ type Limiter struct {
 	maxWait  time.Duration
 	maxQueue int
 
-	denied, dryRunDenied, errs atomic.Uint64
+	dryRunDenied, errs atomic.Uint64
 
 	mu     sync.Mutex
 	queues map[string]*waitQueue
@@ -176,7 +176,8 @@ func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
 		d.Allowed, d.DryRun = true, true
 		return d, nil
 	}
-	l.denied.Add(1)
+	// Plain denials are not counted here: a counter shared by every
+	// goroutine would cost more than the decision under contention.
 	return d, err
 }
 
@@ -185,16 +186,18 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	return l.store.Apply(ctx, []Op{{Kind: OpReset, Table: l.table, Key: key, Now: l.now()}})
 }
 
-// Stats counts a limiter's denials and errors since it was made.
+// Stats counts what a limiter did since it was made that its callers could
+// not see for themselves: the denials it did not make in dry-run mode, and
+// its errors. (Callers see every denial in its Decision; a counter of them
+// shared by every goroutine would cost more than the decision.)
 type Stats struct {
-	Denied       uint64 // requests denied
 	DryRunDenied uint64 // requests that would have been denied, admitted in dry-run mode
 	Errors       uint64 // calls that failed with an error other than ErrCostExceedsBurst
 }
 
 // Stats returns the limiter's counts.
 func (l *Limiter) Stats() Stats {
-	return Stats{Denied: l.denied.Load(), DryRunDenied: l.dryRunDenied.Load(), Errors: l.errs.Load()}
+	return Stats{DryRunDenied: l.dryRunDenied.Load(), Errors: l.errs.Load()}
 }
 
 // apply runs ops on the limiter's store.

@@ -13,7 +13,8 @@ import (
 )
 
 // DefaultMaxKeys is the number of keys a memory store holds per limiter
-// when NewMemoryStore is given 0: about 48 MiB of token-bucket state.
+// when NewMemoryStore is given 0: about 45 MB of token-bucket state (43
+// bytes a key, measured by the bench module).
 const DefaultMaxKeys = 1 << 20
 
 // memoryShards is the number of shards per table: enough that goroutines

@@ -91,7 +91,6 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 			}
 			if !d.Allowed {
 				admitted = false
-				checks[i].Limiter.denied.Add(1)
 				if md.Denied < 0 || d.RetryAfter > md.RetryAfter {
 					md.Denied, md.RetryAfter = i, d.RetryAfter
 				}

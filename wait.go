@@ -72,7 +72,6 @@ func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget
 	}
 	op := &ops[0]
 	if !op.Decision.Allowed {
-		l.denied.Add(1)
 		return l.waitRefusal(n, op.Decision.RetryAfter, op.Err, budget)
 	}
 	if op.At <= now {
@@ -119,7 +118,6 @@ func (l *Limiter) waitQueued(ctx context.Context, key string, n int64, budget ti
 		d, err := l.table.Decide(ctx, key, now, n)
 		switch {
 		case d.RetryAfter == Never:
-			l.denied.Add(1)
 			return l.waitRefusal(n, d.RetryAfter, err, budget)
 		case err != nil:
 			l.errs.Add(1)
@@ -127,7 +125,6 @@ func (l *Limiter) waitQueued(ctx context.Context, key string, n int64, budget ti
 		case d.Allowed:
 			return nil
 		case time.Duration(now-start)+d.RetryAfter > budget:
-			l.denied.Add(1)
 			return l.waitRefusal(n, time.Duration(now-start)+d.RetryAfter, nil, budget)
 		}
 		t := l.newTimer(d.RetryAfter)
@@ -160,7 +157,6 @@ func (l *Limiter) join(key string) (*waiter, error) {
 		l.queues[key] = q
 	}
 	if l.maxQueue > 0 && len(q.line) >= l.maxQueue {
-		l.denied.Add(1)
 		return nil, fmt.Errorf("floodgate: %w: %d waiting on %q", ErrQueueFull, len(q.line), key)
 	}
 	w := &waiter{turn: make(chan struct{})}
