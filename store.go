@@ -29,10 +29,11 @@ type Store interface {
 	// state, in this process and, for a shared store, in every process
 	// using it. A store may refuse a name it cannot hold.
 	Table(name string, p Policy) (Table, error)
-	// Apply carries out ops, in order, as one atomic step. When the ops
-	// include more than one OpDecide with N > 0, those are all or nothing:
-	// if any is denied, none consumes anything and Apply reports every
-	// decision. The ops' Tables must come from this Store.
+	// Apply carries out ops, in order, as one atomic step, all or
+	// nothing: if any OpDecide or OpSchedule is denied, no op of the batch
+	// takes effect, and Apply still reports every op's decision. Later ops
+	// see the effect of earlier ones (two ops on one key add up). The ops'
+	// Tables must come from this Store; another's is ErrForeignTable.
 	//
 	// Apply returns an error, and changes nothing, when it could not carry
 	// the ops out: a broken store, a cancelled context, a bad time or cost.
