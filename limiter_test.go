@@ -98,6 +98,9 @@ func TestErrors(t *testing.T) {
 	if err := bad.Wait(ctx, "k"); !errors.Is(err, floodgate.ErrInvalidPolicy) {
 		t.Fatalf("Wait with the zero Policy: %v", err)
 	}
+	if err := bad.Reset(ctx, "k"); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+		t.Fatalf("Reset with the zero Policy: %v", err)
+	}
 	if _, err := bad.Reserve(ctx, "k", 1); !errors.Is(err, floodgate.ErrInvalidPolicy) {
 		t.Fatalf("Reserve with the zero Policy: %v", err)
 	}

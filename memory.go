@@ -118,11 +118,10 @@ func (m *MemoryStore) Apply(ctx context.Context, ops []Op) error {
 		shard int
 	}
 	type undo struct {
-		t       *memTable
-		h       uint64
-		key     string
-		s       algo.State
-		existed bool
+		t   *memTable
+		h   uint64
+		key string
+		s   algo.State
 	}
 	tables := make([]*memTable, len(ops))
 	hashes := make([]uint64, len(ops))
@@ -149,13 +148,11 @@ func (m *MemoryStore) Apply(ctx context.Context, ops []Op) error {
 	}()
 
 	undos := make([]undo, 0, len(ops))
+	// Storing each key's state as it was puts it back; a key that was
+	// missing had the zero State, which Store drops.
 	rollback := func() {
 		for _, u := range slices.Backward(undos) {
-			if u.existed {
-				u.t.t.Store(u.h, u.key, u.s, 0)
-			} else {
-				u.t.t.Store(u.h, u.key, algo.State{}, 0) // drained: removed
-			}
+			u.t.t.Store(u.h, u.key, u.s, 0)
 		}
 	}
 	denied := false
@@ -163,8 +160,8 @@ func (m *MemoryStore) Apply(ctx context.Context, ops []Op) error {
 		op := &ops[i]
 		t, h := tables[i], hashes[i]
 		p := t.t.Policy()
-		s, existed := t.t.Load(h, op.Key)
-		undos = append(undos, undo{t, h, op.Key, s.Clone(), existed})
+		s, _ := t.t.Load(h, op.Key)
+		undos = append(undos, undo{t, h, op.Key, s.Clone()})
 		stamp := op.Stamp
 		op.Err, op.At, op.Stamp, op.Decision = nil, 0, algo.Stamp{}, algo.Decision{}
 		var err error

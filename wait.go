@@ -3,6 +3,7 @@ package floodgate
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -34,9 +35,6 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if t, ok := l.table.(errTable); ok {
-		return t.err
-	}
 	if l.dryRun {
 		_, err := l.AllowN(ctx, key, n)
 		return err
@@ -60,6 +58,9 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		return l.waitQueued(ctx, key, n, budget, q)
 	}
 }
+
+// forever is a wait with no bound.
+const forever = time.Duration(math.MaxInt64)
 
 // waitScheduled holds n units in the store for the earliest time they fit,
 // then sleeps until that time; on cancellation it refunds them.
