@@ -3,11 +3,26 @@
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 FUZZTIME ?= 30s
 
-.PHONY: test check-go vet build fuzz bench
+.PHONY: test check-go vet redis build fuzz bench
 
-## test: vet, gofmt, and every test with the race detector
-test: check-go vet
+## test: vet, gofmt, and every test with the race detector, the Redis tests against real redis-servers
+test: check-go vet redis
 	$(GO) test -race ./...
+
+## redis: redis-server and redis-cli for the Redis tests (internal/redistest), installed with apt-get when
+## missing and make runs as root; otherwise it says how to get them. It never fails: without them the Redis
+## tests skip, or fail when CI is set.
+redis:
+	@if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make: installing redis-server and redis-tools with apt-get, for the Redis tests"; \
+	  { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null; } || \
+	  echo "make: could not install redis-server: the Redis tests will skip (or fail, when CI is set)" >&2; \
+	else \
+	  echo "make: redis-server or redis-cli is not on PATH: the Redis tests will skip (or fail, when CI is set);" \
+	    "install Debian's redis-server and redis-tools packages, or run make test as root to have them installed" >&2; \
+	fi
 
 check-go:
 	@$(GO) version >/dev/null 2>&1 || { echo "make test: Go 1.26 or later is needed (https://go.dev/dl/); none found on PATH or in /usr/local/go" >&2; exit 1; }

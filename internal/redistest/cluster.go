@@ -1,0 +1,202 @@
+package redistest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// clusterTimeout bounds how long a cluster has to be formed, or to be whole
+// again after Restart: a master that was away longer than the node timeout
+// (2 s) is marked failed, and the others take up to twice that to forgive
+// it.
+const clusterTimeout = 30 * time.Second
+
+// Cluster is a Redis Cluster of three masters without replicas, each a
+// redis-server on loopback TCP ports, that together serve all 16384 hash
+// slots. Its methods are safe for concurrent use.
+type Cluster struct {
+	nodes  []*Server
+	shared bool
+}
+
+// SharedCluster returns the test binary's shared cluster, starting it on the
+// first call; Main stops it. The rules of SharedServer apply: tests share
+// its data, and it must not be killed, stopped or restarted.
+func SharedCluster(t testing.TB) *Cluster {
+	t.Helper()
+	Require(t)
+	requireMain(t, "SharedCluster")
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cluster == nil {
+		c, err := newCluster()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.shared = true
+		for _, n := range c.nodes {
+			n.shared = true
+		}
+		shared.cluster = c
+	}
+	return shared.cluster
+}
+
+// NewCluster starts a cluster for t alone and stops it and removes its
+// directories when t ends (t.Cleanup). t may Kill, Restart and Stop its
+// nodes. It skips or fails t as Require does, and fails t when the cluster
+// does not form.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	Require(t)
+	c, err := newCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.discard)
+	return c
+}
+
+// newCluster starts three cluster-enabled servers, joins them with
+// redis-cli --cluster create, and waits until every node serves.
+func newCluster() (*Cluster, error) {
+	c := &Cluster{}
+	for range 3 {
+		n, err := newServer(config{}, 1)
+		if err != nil {
+			c.discard()
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	p, err := spawn("redis-cli", args...)
+	if err != nil {
+		c.discard()
+		return nil, err
+	}
+	select {
+	case <-p.done:
+	case <-time.After(clusterTimeout):
+		p.kill()
+	}
+	if p.err != nil {
+		c.discard()
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create %s: %v; its output:\n%s",
+			strings.Join(c.Addrs(), " "), p.err, p.log)
+	}
+	if err := c.waitOK(); err != nil {
+		c.discard()
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitOK polls CLUSTER INFO on every node, with a backoff from 10 ms to
+// 200 ms, until each says the cluster is ok, knows every node and sees all
+// slots assigned, or clusterTimeout passes.
+func (c *Cluster) waitOK() error {
+	deadline := time.Now().Add(clusterTimeout)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		n, err := c.notOK()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: cluster %s not ok after %v: %w; the output of %s:\n%s",
+				strings.Join(c.Addrs(), " "), clusterTimeout, err, n.addr, n.log())
+		}
+		time.Sleep(wait)
+	}
+}
+
+// notOK returns a node whose CLUSTER INFO shows it not serving, and why.
+func (c *Cluster) notOK() (*Server, error) {
+	want := []string{
+		"cluster_state:ok",
+		"cluster_slots_assigned:16384",
+		"cluster_known_nodes:" + strconv.Itoa(len(c.nodes)),
+	}
+	for _, n := range c.nodes {
+		info, err := do(n.network, n.addr, "CLUSTER", "INFO")
+		if err != nil {
+			return n, err
+		}
+		for _, w := range want {
+			if !strings.Contains(info, w+"\r\n") {
+				return n, fmt.Errorf("%s: CLUSTER INFO lacks %s:\n%s", n.addr, w, info)
+			}
+		}
+	}
+	return nil, nil
+}
+
+// Addrs returns the nodes' addresses, "127.0.0.1:PORT", in the order Kill
+// and Restart number them. They stay the same across Restart.
+func (c *Cluster) Addrs() []string {
+	a := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		a[i] = n.addr
+	}
+	return a
+}
+
+// Client returns a new cluster client of the cluster, closed when t ends.
+func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// Kill kills node i (SIGKILL) and waits for it to exit: the keys in its
+// slots become unreachable. It panics on SharedCluster.
+func (c *Cluster) Kill(i int) {
+	c.mustOwn("Kill")
+	c.nodes[i].Kill()
+}
+
+// Restart restarts node i on the same ports with its cluster configuration
+// kept, so it serves the same slots again, empty, and waits until every
+// node says the cluster is ok, which takes a few seconds after a Kill that
+// lasted longer than the node timeout (2 s). It fails t if the node does
+// not start or the cluster does not recover, or on SharedCluster.
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	if c.shared {
+		t.Fatal("redistest: Restart of SharedCluster: use NewCluster for a cluster a test may break")
+	}
+	if err := c.nodes[i].restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitOK(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stop shuts every node down and waits for them to exit. It panics on
+// SharedCluster.
+func (c *Cluster) Stop() {
+	c.mustOwn("Stop")
+	for _, n := range c.nodes {
+		n.Stop()
+	}
+}
+
+// discard kills every node and removes their directories.
+func (c *Cluster) discard() {
+	for _, n := range c.nodes {
+		n.discard()
+	}
+}
+
+func (c *Cluster) mustOwn(method string) {
+	if c.shared {
+		panic("redistest: " + method + " of SharedCluster: use NewCluster for a cluster a test may break")
+	}
+}

@@ -1,0 +1,19 @@
+package redisstore
+
+import "errors"
+
+// Errors of the Redis store, wrapped with details; test for them with
+// errors.Is. The store also returns the floodgate sentinels for bad input
+// (floodgate.ErrInvalidTime, ErrInvalidCost, ErrForeignTable), and wraps
+// the client's errors when Redis fails.
+var (
+	// ErrInvalidOption is returned by New for an option out of range.
+	ErrInvalidOption = errors.New("invalid option")
+	// ErrOverloaded is returned when more calls wait for Redis than
+	// WithMaxPending allows: Redis is slower than the calls arrive.
+	ErrOverloaded = errors.New("too many calls waiting for Redis")
+	// ErrCorrupt is returned when Redis answers something the store did
+	// not write: another program wrote to the store's keys, or the
+	// script's reply is not what this version of the store expects.
+	ErrCorrupt = errors.New("unexpected data in Redis")
+)

@@ -1,0 +1,363 @@
+-- batch.lua: the script's body. It carries out groups of operations, each
+-- group all or nothing, the groups one after another, and writes every
+-- changed key at the end, with an expiry at the instant its state drains.
+--
+-- ARGV: MODE ('s': Redis's clock, 'c': each op's own time) MINTTL_MS
+--   NPOLICIES, then ALG LIMIT PERIOD BURST for each,
+--   NGROUPS, then for each group NOPS and for each op
+--   KIND KEYINDEX POLICYINDEX NOW_S NOW_NS N, where the op's time is
+--   NOW_S*10^9 + NOW_NS ns; then MAXWAIT for a schedule (kind 2), and
+--   AT_S AT_NS TAT_S TAT_NS FRAC (its stamp) for a refund (kind 3).
+-- The reply: the time used in server mode as S NS (0 0 in caller mode),
+--   then for each op ALLOWED REMAINING RETRY RESET AT-NOW AT_S AT_NS TAT_S
+--   TAT_NS FRAC ERR: durations in ns as integers, or as decimal strings
+--   when they pass 2^53; RETRY -1 for never; AT and TAT the stamp of an
+--   admitted event; ERR 1 for a cost above the burst.
+
+local TOKEN, LEAKY, LOG, SLIDING, FIXED = 1, 2, 3, 4, 5
+local MAXH, MAXL = 4611686018, 427387904 -- algo.MaxTime = 2^62 ns
+local MS = 1000000
+
+local function clone(s)
+  local c = {}
+  for k, v in pairs(s) do c[k] = v end
+  if s.ov then
+    c.ov = {}
+    for k, v in pairs(s.ov) do c.ov[k] = v end
+  end
+  return c
+end
+
+local function load(key, p)
+  if p.alg == LOG then
+    local v = redis.call('HMGET', key, 'h', 'c', 'u')
+    if not v[1] then return {key = key, head = 0, c = 0, u = 0, ov = {}} end
+    return {key = key, head = tonumber(v[1]), c = tonumber(v[2]), u = tonumber(v[3]), ov = {}}
+  end
+  local v = redis.call('GET', key)
+  if v then
+    local a, t, x, y = string.match(v, '^(%d) (%d+) (%d+) (%d+)$')
+    if a == nil then error('floodgate: corrupt state at ' .. key) end
+    local th, tl = pparse(t)
+    return {alg = tonumber(a), th = th, tl = tl, x = tonumber(x), y = tonumber(y)}
+  end
+  return {alg = 0, th = 0, tl = 0, x = 0, y = 0}
+end
+
+local function initial(p, s)
+  if p.alg == LOG then
+    logDrop(s, s.c, s.u)
+  else
+    s.alg, s.th, s.tl, s.x, s.y = p.alg, 0, 0, 0, 0
+  end
+end
+
+local function algorithm(p, s, nh, nl, n)
+  local a = p.alg
+  if a == TOKEN or a == LEAKY then return bucket(p, s, nh, nl, n) end
+  if a == LOG then return slidingLog(p, s, nh, nl, n) end
+  if a == SLIDING then return slidingWindow(p, s, nh, nl, n) end
+  return fixedWindow(p, s, nh, nl, n)
+end
+
+-- decide is algo.Policy.Decide: it changes s only when it admits.
+local function decide(p, s, nh, nl, n)
+  if p.alg ~= LOG and s.alg ~= p.alg then
+    if n == 0 or n > p.burst then
+      s = {alg = p.alg, th = 0, tl = 0, x = 0, y = 0}
+    else
+      initial(p, s)
+    end
+  end
+  if n > p.burst then
+    local _, rem, _, reset = algorithm(p, s, nh, nl, 0)
+    return false, rem, nil, reset, 1
+  end
+  local ok, rem, retry, reset = algorithm(p, s, nh, nl, n)
+  return ok, rem, retry, reset, 0
+end
+
+-- stampAt returns the instant an event admitted at (h, l) counts from
+-- (algo.Policy.StampOf).
+local function stampAt(p, s, h, l)
+  local th, tl
+  if p.alg == LOG then
+    if s.c == 0 then return h, l end
+    local last = logEntry(s, s.c - 1)
+    th, tl = last.th, last.tl
+  elseif p.alg == SLIDING or p.alg == FIXED then
+    th, tl = s.th, s.tl
+  else
+    return h, l
+  end
+  if pcmp(th, tl, h, l) > 0 then return th, tl end
+  return h, l
+end
+
+local function refund(p, s, st, nh, nl, n)
+  if n == 0 then return end
+  local a = p.alg
+  if a == LOG then
+    logTake(s, st.ah, st.al, n)
+    return
+  end
+  if s.alg ~= a then return end
+  if a == TOKEN or a == LEAKY then
+    refundBucket(p, s, st, nh, nl, n)
+    return
+  end
+  -- The window holding the stamp's instant.
+  local at = pbig(st.ah, st.al)
+  local wh, wl = bigp(sub(at, mod(at, p.period)))
+  if wh == s.th and wl == s.tl then
+    local k = n
+    if s.x < k then k = s.x end
+    s.x = s.x - k
+  elseif a == SLIDING and cmp(add(pbig(wh, wl), p.period), pbig(s.th, s.tl)) == 0 then
+    local k = n
+    if s.y < k then k = s.y end
+    s.y = s.y - k
+  end
+end
+
+-- plus returns (h, l) + d for a duration d, a double or a big.
+local function plus(h, l, d)
+  if type(d) == 'table' then return bigp(add(pbig(h, l), d)) end
+  return pnorm(h, l + d)
+end
+
+-- resetAt is algo.Policy.ResetAt: nil when s is the initial state.
+local function resetAt(p, s)
+  local a = p.alg
+  if a == LOG then
+    if s.c == 0 then return nil end
+    local last = logEntry(s, s.c - 1)
+    return plus(last.th, last.tl, p.pn or p.period)
+  end
+  if s.alg ~= a then return nil end
+  if a == TOKEN or a == LEAKY then
+    if s.x > 0 then return pnorm(s.th, s.tl + 1) end
+    if s.th == 0 and s.tl == 0 then return nil end
+    return s.th, s.tl
+  end
+  local span = p.pn or p.period
+  if a == SLIDING then
+    if s.x > 0 then
+      if p.pn then return pnorm(s.th, s.tl + 2 * p.pn) end
+      return plus(s.th, s.tl, add(p.period, p.period))
+    end
+    if s.y > 0 then return plus(s.th, s.tl, span) end
+    return nil
+  end
+  if s.x > 0 then return plus(s.th, s.tl, span) end
+  return nil
+end
+
+-- settle forgets s when it has drained at now, as the memory store drops
+-- such a state: after that, even an earlier time finds the key afresh. It
+-- reports whether it forgot anything.
+local function settle(p, s, nh, nl)
+  local rh, rl = resetAt(p, s)
+  if rh ~= nil and pcmp(rh, rl, nh, nl) > 0 then return false end
+  if p.alg == LOG then
+    if s.c == 0 then return false end
+  elseif s.alg == p.alg and s.th == 0 and s.tl == 0 and s.x == 0 and s.y == 0 then
+    return false
+  end
+  initial(p, s)
+  return true
+end
+
+-- out turns a duration into a reply value.
+local function out(d)
+  if d == nil then return -1 end
+  if type(d) == 'table' then
+    if d[4] == 0 and d[5] == 0 and d[3] < 8000 then return tonum(d) end
+    return str(d)
+  end
+  return d
+end
+
+local mode, minTTL = ARGV[1], tonumber(ARGV[2])
+local i = 3
+local policies = {}
+for k = 1, tonumber(ARGV[i]) do
+  local p = {alg = tonumber(ARGV[i + 1]), limit = tonumber(ARGV[i + 2]),
+    period = big(ARGV[i + 3]), burst = tonumber(ARGV[i + 4])}
+  p.bp = mulsmall(p.period, p.burst)
+  local pn, bpn = tonum(p.period), tonum(p.bp)
+  if pn <= FAST and bpn <= FAST then
+    p.fast, p.pn, p.bpn = true, pn, bpn
+    p.dmax = floor(4 * FAST / p.limit)
+    if G % pn == 0 then
+      p.modk = 1
+    elseif pn % G == 0 then
+      p.modk, p.pg = 2, pn / G
+    end
+  elseif p.alg == LOG and pn <= FAST then
+    p.pn = pn -- a log needs only PERIOD small for its fast path
+  end
+  policies[k] = p
+  i = i + 4
+end
+i = i + 1
+
+local serverH, serverL
+local reply = {}
+if mode == 's' then
+  local t = redis.call('TIME')
+  serverH, serverL = tonumber(t[1]), tonumber(t[2]) * 1000
+  reply[1], reply[2] = serverH, serverL
+else
+  reply[1], reply[2] = 0, 0
+end
+
+local states, policyOf, lastH, lastL, dirty = {}, {}, {}, {}, {}
+local function state(k, p)
+  local s = states[k]
+  if s == nil then
+    s = load(KEYS[k], p)
+    states[k] = s
+    policyOf[k] = p
+  end
+  return s
+end
+
+local ngroups = tonumber(ARGV[i])
+i = i + 1
+for g = 1, ngroups do
+  local nops = tonumber(ARGV[i])
+  i = i + 1
+  local undo, touched, denied = nil, {}, false
+  if nops > 1 then undo = {} end
+  for o = 1, nops do
+    local kind, k, p = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), policies[tonumber(ARGV[i + 2])]
+    local nh, nl = serverH, serverL
+    if nh == nil then nh, nl = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) end
+    local n = tonumber(ARGV[i + 5])
+    i = i + 6
+    local s = state(k, p)
+    if undo and undo[k] == nil then undo[k] = clone(s) end
+    local ok, rem, retry, reset, err = false, 0, 0, 0, 0
+    local ah, al, wait = nh, nl, 0
+    local sh, sl, th, tl, frac = 0, 0, 0, 0, 0
+    if kind == 1 or kind == 2 then
+      ok, rem, retry, reset, err = decide(p, s, nh, nl, n)
+      if kind == 2 then
+        local maxWait = ARGV[i]
+        i = i + 1
+        if not ok and err == 0 and (p.alg == TOKEN or p.alg == LEAKY) then
+          local fits
+          if type(retry) == 'table' then
+            fits = cmp(retry, big(maxWait)) <= 0
+          else
+            fits = retry <= tonumber(maxWait)
+          end
+          if fits then
+            local xh, xl = plus(nh, nl, retry)
+            if pcmp(xh, xl, MAXH, MAXL) <= 0 then
+              wait, ah, al = retry, xh, xl
+              ok, rem, retry, reset, err = decide(p, s, ah, al, n)
+              if not ok then error('floodgate: scheduled event not admitted') end
+              retry, rem = wait, 0
+              if type(reset) == 'table' or type(wait) == 'table' then
+                reset = add(dbig(reset), dbig(wait))
+              else
+                reset = reset + wait
+              end
+            end
+          end
+        end
+      end
+      if not ok then
+        denied = true
+      else
+        if n > 0 then
+          sh, sl = stampAt(p, s, ah, al)
+          if p.alg == TOKEN or p.alg == LEAKY then
+            th, tl, frac = s.th, s.tl, s.x
+          else
+            -- AT - now: the event counts from a later instant than now
+            -- when the clock stepped back.
+            if type(wait) ~= 'table' and wait == 0 then
+              wait = pdiff(sh, sl, nh, nl) or sub(pbig(sh, sl), pbig(nh, nl))
+            end
+          end
+          touched[k] = {nh, nl}
+        end
+        if settle(p, s, nh, nl) then touched[k] = {nh, nl} end
+      end
+    elseif kind == 3 then
+      local st = {ah = tonumber(ARGV[i]), al = tonumber(ARGV[i + 1]),
+        th = tonumber(ARGV[i + 2]), tl = tonumber(ARGV[i + 3]), frac = tonumber(ARGV[i + 4])}
+      i = i + 5
+      refund(p, s, st, nh, nl, n)
+      settle(p, s, nh, nl)
+      touched[k] = {nh, nl}
+    else
+      initial(p, s)
+      touched[k] = {nh, nl}
+    end
+    local r = #reply
+    reply[r + 1] = ok and 1 or 0
+    reply[r + 2] = rem
+    reply[r + 3] = out(retry)
+    reply[r + 4] = out(reset)
+    reply[r + 5] = out(wait)
+    reply[r + 6] = sh
+    reply[r + 7] = sl
+    reply[r + 8] = th
+    reply[r + 9] = tl
+    reply[r + 10] = frac
+    reply[r + 11] = err
+  end
+  if denied and undo then
+    for k, s in pairs(undo) do states[k] = s end
+  elseif not denied then
+    for k, t in pairs(touched) do
+      dirty[k] = true
+      lastH[k], lastL[k] = t[1], t[2]
+    end
+  end
+end
+
+-- Write each changed key, or delete it once its state has drained.
+for k in pairs(dirty) do
+  local key, p, s, nh, nl = KEYS[k], policyOf[k], states[k], lastH[k], lastL[k]
+  local rh, rl = resetAt(p, s)
+  if rh == nil or pcmp(rh, rl, nh, nl) <= 0 then
+    redis.call('DEL', key)
+  else
+    local ms, cmd
+    if mode == 's' then
+      ms, cmd = rh * 1000 + ceil(rl / MS), 'PXAT'
+    else
+      local d = pdiff(rh, rl, nh, nl)
+      if d then
+        ms = ceil(d / MS)
+      else
+        ms = tonum(ceildivsmall(sub(pbig(rh, rl), pbig(nh, nl)), MS))
+      end
+      if ms < minTTL then ms = minTTL end
+      cmd = 'PX'
+    end
+    if p.alg == LOG then
+      local set, del = {'h', string.format('%d', s.head), 'c', string.format('%d', s.c), 'u', string.format('%d', s.u)}, {}
+      for idx, e in pairs(s.ov) do
+        local f = string.format('%d', idx)
+        if e and idx >= s.head and idx < s.head + s.c then
+          set[#set + 1] = f
+          set[#set + 1] = pstr(e.th, e.tl) .. ' ' .. string.format('%d', e.n)
+        else
+          del[#del + 1] = f
+        end
+      end
+      if #del > 0 then redis.call('HDEL', key, unpack(del)) end
+      redis.call('HSET', key, unpack(set))
+      redis.call(cmd == 'PXAT' and 'PEXPIREAT' or 'PEXPIRE', key, ms)
+    else
+      redis.call('SET', key, string.format('%d %s %d %d', p.alg, pstr(s.th, s.tl), s.x, s.y), cmd, ms)
+    end
+  end
+end
+return reply

@@ -1,0 +1,180 @@
+-- window.lua: fixed-window and sliding-window, exactly as
+-- algo.Policy.fixedWindow and slidingWindow. The current window starts at
+-- (s.th, s.tl) and holds s.x units; the previous one held s.y. The fast
+-- paths work in doubles relative to the window's start when the policy's
+-- LIMIT*PERIOD is at most 2^50; the exact ones on big integers.
+
+-- phase returns now mod PERIOD, exactly.
+local function phase(p, nh, nl)
+  if p.modk == 1 then return nl % p.pn end -- PERIOD divides 10^9
+  if p.modk == 2 then return (nh % p.pg) * G + nl end -- 10^9 divides PERIOD
+  return tonum(mod(pbig(nh, nl), p.period))
+end
+
+-- windowExact converts to big integers, runs fn (fixedExact or
+-- slidingExact) and converts back.
+local function windowExact(fn, p, s, nh, nl, n)
+  local b = {t = pbig(s.th, s.tl), x = s.x, y = s.y}
+  local ok, rem, retry, reset = fn(p, b, pbig(nh, nl), n)
+  if ok and n > 0 then
+    s.th, s.tl = bigp(b.t)
+    s.x, s.y = b.x, b.y
+  end
+  return ok, rem, retry, reset
+end
+
+local function fixedExact(p, s, now, n)
+  local start = sub(now, mod(now, p.period))
+  local count = 0
+  local c = cmp(start, s.t)
+  if c == 0 then
+    count = s.x
+  elseif c < 0 then -- the clock stepped back: stay in the stored window
+    start, count = s.t, s.x
+  end
+  local untilEnd = sub(add(start, p.period), now)
+  if n > 0 and count + n <= p.limit then
+    s.t, s.x = start, count + n
+    return true, p.limit - count - n, 0, untilEnd
+  end
+  local rem, reset, retry = p.limit - count, 0, 0
+  if rem < 0 then rem = 0 end
+  if count > 0 then reset = untilEnd end
+  if n > 0 then retry = untilEnd end
+  return n == 0, rem, retry, reset
+end
+
+local function fixedWindow(p, s, nh, nl, n)
+  if not p.fast then return windowExact(fixedExact, p, s, nh, nl, n) end
+  local r = phase(p, nh, nl)
+  local sh, sl = pnorm(nh, nl - r)
+  local count, toStart = 0, -r -- the window's start minus now
+  local c = pcmp(sh, sl, s.th, s.tl)
+  if c == 0 then
+    count = s.x
+  elseif c < 0 then -- the clock stepped back: stay in the stored window
+    toStart = pdiff(s.th, s.tl, nh, nl)
+    if toStart == nil then return windowExact(fixedExact, p, s, nh, nl, n) end
+    sh, sl, count = s.th, s.tl, s.x
+  end
+  local untilEnd = toStart + p.pn
+  if n > 0 and count + n <= p.limit then
+    s.th, s.tl, s.x = sh, sl, count + n
+    return true, p.limit - count - n, 0, untilEnd
+  end
+  local rem, reset, retry = p.limit - count, 0, 0
+  if rem < 0 then rem = 0 end
+  if count > 0 then reset = untilEnd end
+  if n > 0 then retry = untilEnd end
+  return n == 0, rem, retry, reset
+end
+
+-- slidingExact is algo.Policy.slidingWindow on big integers.
+local function slidingExact(p, s, now, n)
+  local period = p.period
+  local start = sub(now, mod(now, period))
+  local at = now
+  local cur, prev = 0, 0
+  local c = cmp(start, s.t)
+  if c == 0 then
+    cur, prev = s.x, s.y
+  elseif c > 0 and cmp(start, add(s.t, period)) == 0 then
+    prev = s.x
+  elseif c < 0 then -- the clock stepped back: the stored window's start
+    start, at, cur, prev = s.t, s.t, s.x, s.y
+  end
+  local weighted = mulsmall(sub(period, sub(at, start)), prev)
+  local function remaining(cur) -- LIMIT - cur - ceil(weighted/PERIOD), at least 0
+    local q, r = divq(weighted, period)
+    if not iszero(r) then q = q + 1 end
+    local rem = p.limit - cur - q
+    if rem < 0 then return 0 end
+    return rem
+  end
+  local function room(r, weight) -- floor(r*PERIOD/weight)
+    return (divsmall(mulsmall(period, r), weight))
+  end
+  if n > 0 and cmp(add(weighted, mulsmall(period, cur + n)), p.bp) <= 0 then
+    s.t, s.x, s.y = start, cur + n, prev
+    return true, remaining(cur + n), 0, sub(add(start, add(period, period)), now)
+  end
+  local rem, reset, retry = remaining(cur), 0, 0
+  if cur > 0 then
+    reset = sub(add(start, add(period, period)), now)
+  elseif prev > 0 then
+    reset = sub(add(start, period), now)
+  end
+  if n > 0 then
+    -- The first instant from at on that admits n (slidingWindowAdmits).
+    local admits
+    local r = p.limit - n - cur
+    if r >= 0 and r < prev then
+      local wr = room(r, prev)
+      if not iszero(wr) then admits = max(add(start, sub(period, wr)), at) end
+    end
+    if admits == nil then
+      local e = ZERO
+      r = p.limit - n
+      if r < cur then e = sub(period, room(r, cur)) end
+      admits = add(add(start, period), e)
+    end
+    retry = sub(admits, now)
+  end
+  return n == 0, rem, retry, reset
+end
+
+local function slidingWindow(p, s, nh, nl, n)
+  if not p.fast then return windowExact(slidingExact, p, s, nh, nl, n) end
+  local period, limit = p.pn, p.limit
+  local r = phase(p, nh, nl)
+  local sh, sl = pnorm(nh, nl - r)
+  local elapsed, toStart = r, -r -- at minus the start; the start minus now
+  local cur, prev = 0, 0
+  local c = pcmp(sh, sl, s.th, s.tl)
+  if c == 0 then
+    cur, prev = s.x, s.y
+  elseif c > 0 then
+    local ph, pl = pnorm(s.th, s.tl + period)
+    if ph == sh and pl == sl then prev = s.x end
+  else -- the clock stepped back: the stored window's start
+    toStart = pdiff(s.th, s.tl, nh, nl)
+    if toStart == nil then return windowExact(slidingExact, p, s, nh, nl, n) end
+    sh, sl, cur, prev, elapsed = s.th, s.tl, s.x, s.y, 0
+  end
+  local weighted = prev * (period - elapsed)
+  local function remaining(cur)
+    local rem = limit - cur - ceil(weighted / period)
+    if rem < 0 then return 0 end
+    return rem
+  end
+  if n > 0 and weighted + (cur + n) * period <= p.bpn then
+    s.th, s.tl, s.x, s.y = sh, sl, cur + n, prev
+    return true, remaining(cur + n), 0, toStart + 2 * period
+  end
+  local rem, reset, retry = remaining(cur), 0, 0
+  if cur > 0 then
+    reset = toStart + 2 * period
+  elseif prev > 0 then
+    reset = toStart + period
+  end
+  if n > 0 then
+    -- The first instant from at on that admits n, as an offset from the
+    -- window's start (slidingWindowAdmits).
+    local admits
+    local room = limit - n - cur
+    if room >= 0 and room < prev then
+      local wr = floor(room * period / prev)
+      if wr > 0 then
+        admits = period - wr
+        if admits < elapsed then admits = elapsed end
+      end
+    end
+    if admits == nil then
+      admits = period
+      room = limit - n
+      if room < cur then admits = admits + period - floor(room * period / cur) end
+    end
+    retry = toStart + admits
+  end
+  return n == 0, rem, retry, reset
+end

@@ -1,0 +1,111 @@
+package redisstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// An Option configures a Store.
+type Option interface{ apply(*config) error }
+
+type config struct {
+	prefix      string
+	callerTime  bool
+	minTTL      time.Duration
+	maxBatch    int
+	maxInFlight int
+	maxPending  int
+}
+
+func defaults() config {
+	return config{prefix: DefaultPrefix, maxBatch: 128, maxInFlight: 2, maxPending: 10_000}
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// DefaultPrefix starts the name of every Redis key the store writes,
+// unless WithPrefix says otherwise.
+const DefaultPrefix = "floodgate:"
+
+// WithPrefix starts every Redis key the store writes with prefix (default
+// DefaultPrefix), so that several applications, or environments, can share
+// one Redis. A prefix holding a hash tag ("{fg}:") puts every key in one
+// hash slot of a Redis Cluster: all-or-nothing checks across any keys then
+// take one script, at the price of one node holding all the state.
+func WithPrefix(prefix string) Option {
+	return optionFunc(func(c *config) error {
+		if strings.ContainsAny(prefix, "\x00") {
+			return fmt.Errorf("%w: prefix %q holds a NUL byte", ErrInvalidOption, prefix)
+		}
+		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithCallerTime decides at the time the caller gives (Op.Now, the
+// limiter's clock or AllowAt's time) instead of the Redis server's clock.
+// Tests with a fake clock and the simulator, which replays a trace's own
+// times, need it; a fleet of instances whose clocks may disagree should
+// not use it.
+//
+// A key then expires ResetAfter after its last write, measured in real
+// time by Redis; that is exact while the caller's time runs at least as
+// fast as real time. When it may run slower (a dense trace replayed
+// slowly), set WithMinTTL too.
+func WithCallerTime() Option {
+	return optionFunc(func(c *config) error { c.callerTime = true; return nil })
+}
+
+// WithMinTTL keeps every key at least d of real time after its last write,
+// even when its state drains sooner. Use it with WithCallerTime when the
+// caller's time may run slower than real time.
+func WithMinTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative minimum TTL %v", ErrInvalidOption, d)
+		}
+		c.minTTL = d
+		return nil
+	})
+}
+
+// WithMaxBatch bounds how many concurrent calls the store sends to Redis
+// in one script call (default 128). 1 turns batching off.
+func WithMaxBatch(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: batch size %d is less than 1", ErrInvalidOption, n)
+		}
+		c.maxBatch = n
+		return nil
+	})
+}
+
+// WithMaxInFlight bounds how many script calls the store has waiting on
+// Redis at once (default 2). Calls that arrive while that many are out
+// wait, and leave together in the next batch.
+func WithMaxInFlight(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: %d calls in flight is less than 1", ErrInvalidOption, n)
+		}
+		c.maxInFlight = n
+		return nil
+	})
+}
+
+// WithMaxPending bounds how many calls may wait for a batch (default
+// 10,000). One more fails at once with ErrOverloaded, which a
+// floodgate.Failsafe store treats as Redis failing.
+func WithMaxPending(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: %d pending calls is less than 1", ErrInvalidOption, n)
+		}
+		c.maxPending = n
+		return nil
+	})
+}

@@ -1,0 +1,273 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+	"github.com/redis/go-redis/v9"
+)
+
+// Store keeps floodgate's state in Redis. Make one with New; it is safe for
+// concurrent use, and any number of Stores, in any number of processes,
+// may share one Redis.
+type Store struct {
+	client  redis.UniversalClient
+	cluster bool // keys of one script call must share a hash slot
+	cfg     config
+	batch   batcher
+
+	mu     sync.Mutex
+	tables map[tableKey]*table
+}
+
+type tableKey struct {
+	name string
+	p    floodgate.Policy
+}
+
+// New returns a Store keeping state in Redis through c: a *redis.Client
+// (one server, or Sentinel's failover client) or a *redis.ClusterClient.
+// It sends nothing to Redis until the first decision.
+func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
+	if c == nil {
+		return nil, fmt.Errorf("redisstore: %w: nil client", ErrInvalidOption)
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o.apply(&cfg); err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+	}
+	_, cluster := c.(*redis.ClusterClient)
+	s := &Store{client: c, cluster: cluster, cfg: cfg, tables: make(map[tableKey]*table)}
+	s.batch = batcher{store: s, maxBatch: cfg.maxBatch, maxInFlight: cfg.maxInFlight, maxPending: cfg.maxPending}
+	return s, nil
+}
+
+// Client returns the client the store sends its scripts through.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// Table implements floodgate.Store. A key K of the limiter named name is
+// kept at the Redis key PREFIX + name + ":" + K, with ':', '{', '}', '@'
+// and '%' in name escaped as in URLs, and " @ " and the policy after name
+// when name is not the policy's own string (the default name).
+func (s *Store) Table(name string, p floodgate.Policy) (floodgate.Table, error) {
+	if p.IsZero() {
+		return nil, fmt.Errorf("redisstore: %w: the zero Policy", floodgate.ErrInvalidPolicy)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := tableKey{name, p}
+	if t := s.tables[k]; t != nil {
+		return t, nil
+	}
+	part := escapeName(name)
+	if name != p.String() {
+		part += "@" + escapeName(p.String())
+	}
+	t := &table{store: s, policy: p, prefix: s.cfg.prefix + part + ":",
+		wire: [4]string{
+			strconv.Itoa(int(p.Algorithm())),
+			strconv.FormatInt(p.Limit(), 10),
+			strconv.FormatInt(int64(p.Period()), 10),
+			strconv.FormatInt(p.Burst(), 10),
+		}}
+	s.tables[k] = t
+	return t, nil
+}
+
+var nameEscaper = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D", "@", "%40")
+
+func escapeName(name string) string { return nameEscaper.Replace(name) }
+
+// table is one limiter's keys.
+type table struct {
+	store  *Store
+	policy floodgate.Policy
+	prefix string    // Redis key = prefix + key
+	wire   [4]string // the policy as the script reads it: ALG LIMIT PERIOD BURST
+}
+
+// Decide implements floodgate.Table: one op, batched with whatever other
+// calls are going to Redis at the same moment.
+func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
+	op := floodgate.Op{Kind: floodgate.OpDecide, Table: t, Key: key, Now: now, N: n}
+	if err := t.store.check(0, &op); err != nil {
+		return algo.Decision{}, err
+	}
+	ops := [1]*floodgate.Op{&op}
+	if err := t.store.batch.do(ctx, ops[:], t.store.slotOf(&op)); err != nil {
+		return algo.Decision{}, err
+	}
+	return op.Decision, op.Err
+}
+
+func (s *Store) slotOf(op *floodgate.Op) uint16 {
+	if !s.cluster {
+		return 0
+	}
+	return slot(op.Table.(*table).prefix + op.Key)
+}
+
+// check validates op i of an Apply before anything is sent, so that bad
+// input changes nothing and gets the same errors as from package algo.
+func (s *Store) check(i int, op *floodgate.Op) error {
+	t, ok := op.Table.(*table)
+	if !ok || t.store != s {
+		return fmt.Errorf("redisstore: op %d: %w", i, floodgate.ErrForeignTable)
+	}
+	var err error
+	switch {
+	case op.Kind < floodgate.OpDecide || op.Kind > floodgate.OpReset:
+		err = fmt.Errorf("unknown kind %d", op.Kind)
+	case s.cfg.callerTime && (op.Now < 0 || op.Now > algo.MaxTime):
+		err = fmt.Errorf("%w: %d ns is outside [0, %d]", floodgate.ErrInvalidTime, op.Now, int64(algo.MaxTime))
+	case op.Kind != floodgate.OpReset && op.N < 0:
+		err = fmt.Errorf("%w: %d", floodgate.ErrInvalidCost, op.N)
+	case op.Kind == floodgate.OpRefund && op.N > t.policy.Burst():
+		err = fmt.Errorf("%w: refund of %d with burst %d", floodgate.ErrInvalidCost, op.N, t.policy.Burst())
+	case op.Kind == floodgate.OpRefund && (op.Stamp.At < 0 || op.Stamp.At > algo.MaxTime):
+		err = fmt.Errorf("%w: a refund's stamp at %d ns is outside [0, %d]", floodgate.ErrInvalidTime, op.Stamp.At, int64(algo.MaxTime))
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: op %d on %q: %w", i, op.Key, err)
+	}
+	return nil
+}
+
+// Apply implements floodgate.Store.
+//
+// When every op's key is in one hash slot (always, on a single Redis), the
+// ops are carried out by one script, atomically: no other client sees a
+// state between them. On a Redis Cluster, ops in several slots are carried
+// out by one script per slot, at once; when one slot denies, the units
+// the others admitted are refunded (algo.Policy.Refund), so that the batch
+// never admits more than all-or-nothing would. Meanwhile another client
+// may see those units spent for a moment, and be denied for them; and a
+// refund or reset in a slot whose script succeeded is not undone. Keys
+// that share a hash tag ("{user:42}:upload" and "{user:42}:api") are in
+// one slot.
+func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := range ops {
+		if err := s.check(i, &ops[i]); err != nil {
+			return err
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	groups := s.groups(ops)
+	if len(groups) == 1 {
+		return s.batch.do(ctx, groups[0].ops, groups[0].slot)
+	}
+	return s.applyAcrossSlots(ctx, groups)
+}
+
+// group is the ops of one Apply in one hash slot, in their order.
+type group struct {
+	slot uint16
+	ops  []*floodgate.Op
+	err  error
+}
+
+func (s *Store) groups(ops []floodgate.Op) []*group {
+	var gs []*group
+	for i := range ops {
+		sl := s.slotOf(&ops[i])
+		var g *group
+		for _, x := range gs {
+			if x.slot == sl {
+				g = x
+			}
+		}
+		if g == nil {
+			g = &group{slot: sl}
+			gs = append(gs, g)
+		}
+		g.ops = append(g.ops, &ops[i])
+	}
+	return gs
+}
+
+// applyAcrossSlots runs each group's script at once, then refunds what
+// the admitting groups spent when another denied or failed.
+func (s *Store) applyAcrossSlots(ctx context.Context, gs []*group) error {
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		wg.Go(func() { g.err = s.batch.do(ctx, g.ops, g.slot) })
+	}
+	wg.Wait()
+	var errs []error
+	denied := false
+	for _, g := range gs {
+		if g.err != nil {
+			errs = append(errs, g.err)
+			continue
+		}
+		for _, op := range g.ops {
+			if (op.Kind == floodgate.OpDecide || op.Kind == floodgate.OpSchedule) && !op.Decision.Allowed {
+				denied = true
+			}
+		}
+	}
+	if !denied && len(errs) == 0 {
+		return nil
+	}
+	if err := s.refund(context.WithoutCancel(ctx), gs); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// refund gives back the units of the admitted ops of the groups that
+// succeeded as a whole.
+func (s *Store) refund(ctx context.Context, gs []*group) error {
+	var refunds []floodgate.Op
+	for _, g := range gs {
+		if g.err != nil {
+			continue
+		}
+		admitted := true
+		for _, op := range g.ops {
+			if (op.Kind == floodgate.OpDecide || op.Kind == floodgate.OpSchedule) && !op.Decision.Allowed {
+				admitted = false
+			}
+		}
+		if !admitted {
+			continue
+		}
+		for _, op := range g.ops {
+			if (op.Kind == floodgate.OpDecide || op.Kind == floodgate.OpSchedule) && op.N > 0 {
+				refunds = append(refunds, floodgate.Op{Kind: floodgate.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Stamp})
+			}
+		}
+	}
+	if len(refunds) == 0 {
+		return nil
+	}
+	rgs := s.groups(refunds)
+	var wg sync.WaitGroup
+	for _, g := range rgs {
+		wg.Go(func() { g.err = s.batch.do(ctx, g.ops, g.slot) })
+	}
+	wg.Wait()
+	var errs []error
+	for _, g := range rgs {
+		if g.err != nil {
+			errs = append(errs, g.err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("redisstore: refunding a denied batch across hash slots: %w", errors.Join(errs...))
+	}
+	return nil
+}

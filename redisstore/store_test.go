@@ -1,0 +1,29 @@
+package redisstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/storetest"
+)
+
+// The conformance suite, at the caller's time (the suite's times are its
+// own, not the server's clock).
+func TestConformance(t *testing.T) {
+	c := testClient(t)
+	storetest.Run(t, func(t *testing.T) floodgate.Store {
+		return newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
+	})
+}
+
+// The conformance suite on a real three-master Redis Cluster: keys spread
+// over the nodes, and all-or-nothing across hash slots.
+func TestConformanceCluster(t *testing.T) {
+	c := redistest.SharedCluster(t).Client(t)
+	storetest.Run(t, func(t *testing.T) floodgate.Store {
+		return newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
+	})
+}
