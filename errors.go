@@ -33,4 +33,8 @@ var (
 	ErrForeignTable = errors.New("table of another store")
 	// ErrInvalidKey is returned for a key a store cannot hold.
 	ErrInvalidKey = errors.New("invalid key")
+	// ErrStoreUnavailable is returned by a FailsafeStore in FailClosed
+	// mode while its store is failing, with a denial, wrapping the store's
+	// error too. Nothing is consumed.
+	ErrStoreUnavailable = errors.New("store unavailable")
 )

@@ -47,7 +47,10 @@ type MultiDecision struct {
 // Never and an error wrapping ErrCostExceedsBurst; other errors (bad input,
 // a broken store) mean nothing was spent.
 func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
-	md := MultiDecision{Allowed: true, Denied: -1, Decisions: make([]Decision, len(checks))}
+	// md.Allowed is set only once every limit has admitted, so that no
+	// error return can carry an admission.
+	md := MultiDecision{Denied: -1, Decisions: make([]Decision, len(checks))}
+	allowed := true
 	var groups []*group
 	var shadows []int
 	for i, c := range checks {
@@ -99,10 +102,10 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 		if admitted {
 			done = append(done, g)
 		} else {
-			md.Allowed = false
+			allowed = false
 		}
 	}
-	if !md.Allowed {
+	if !allowed {
 		// The stores that admitted spent their units: give them back.
 		if err := refundAll(ctx, done); err != nil {
 			return md, err
@@ -110,13 +113,12 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 		// Their decisions stand as what they reported, but nothing is spent.
 		return md, reason
 	}
+	md.Allowed = true
+	// Dry-run limiters only report: one that fails (and counts the error
+	// in its Stats) does not fail the request.
 	for _, i := range shadows {
 		c := checks[i]
-		d, err := c.Limiter.AllowN(ctx, c.Key, c.N)
-		if err != nil {
-			return md, err
-		}
-		md.Decisions[i] = d
+		md.Decisions[i], _ = c.Limiter.AllowN(ctx, c.Key, c.N)
 	}
 	return md, nil
 }

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -12,7 +13,15 @@ import (
 
 // The tests run against a real redis-server that they start themselves
 // (internal/redistest), and skip without one unless CI is set.
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	// The failure tests kill Redis: go-redis would log every failed dial.
+	redis.SetLogger(quiet{})
+	redistest.Main(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // testClient returns a client of the package's shared Redis.
 func testClient(t testing.TB) *redis.Client {
@@ -31,3 +40,6 @@ func newStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) 
 	}
 	return s
 }
+
+// testServer returns the package's shared Redis server.
+func testServer(t testing.TB) *redistest.Server { return redistest.SharedServer(t) }

@@ -271,3 +271,64 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 	}
 	return nil
 }
+
+// KeyOf returns the Redis key at which t, a Table of a redisstore Store,
+// keeps key, or "" for a Table of another store.
+func KeyOf(t floodgate.Table, key string) string {
+	if tb, ok := t.(*table); ok {
+		return tb.prefix + key
+	}
+	return ""
+}
+
+// Clear deletes every key under the store's prefix, on every node of a
+// cluster: for tests and one-off runs, such as the simulator's, that leave
+// nothing behind. A store whose prefix starts with this one's loses its
+// keys too.
+func (s *Store) Clear(ctx context.Context) error {
+	match := globEscaper.Replace(s.cfg.prefix) + "*"
+	clear := func(ctx context.Context, c redis.UniversalClient) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		var batch []string
+		for iter.Next(ctx) {
+			batch = append(batch, iter.Val())
+			if len(batch) == 1000 {
+				if err := unlink(ctx, c, batch); err != nil {
+					return err
+				}
+				batch = batch[:0]
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		return unlink(ctx, c, batch)
+	}
+	var err error
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return clear(ctx, c) })
+	} else {
+		err = clear(ctx, s.client)
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: clearing %q: %w", s.cfg.prefix, err)
+	}
+	return nil
+}
+
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// unlink deletes keys, each on its own so that a cluster's keys of many
+// slots need no common slot.
+func unlink(ctx context.Context, c redis.UniversalClient, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Unlink(ctx, k)
+		}
+		return nil
+	})
+	return err
+}

@@ -2,20 +2,27 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/storeurl"
 	"github.com/floodgate/floodgate/trace"
 )
 
-const simulateUsage = `Usage: floodgate simulate --policy POLICY [FILE]
+const simulateUsage = `Usage: floodgate simulate --policy POLICY [--store URL] [FILE]
 
 Simulate replays a trace through POLICY with simulated time, to show what
 the limit would have done to that traffic. It reads FILE, or standard input
@@ -39,6 +46,14 @@ Flags:
   --policy POLICY  the limit: ALGORITHM LIMIT/PERIOD [burst=B] [capacity=C],
                    with ALGORITHM one of token-bucket, leaky-bucket,
                    sliding-log, sliding-window, fixed-window
+  --store URL      where the keys' state is kept while the trace plays:
+                   memory (the default), redis://HOST:PORT[/DB],
+                   unix:///PATH, redis-cluster://HOST:PORT[,HOST:PORT...]
+                   or redis-sentinel://MASTER@HOST:PORT[,...]. Every store
+                   decides exactly alike, so the output is the same; Redis
+                   is decided at the trace's times, under keys of a prefix
+                   of the run's own, deleted at the end (or an hour after a
+                   run that was killed).
 
 Example:
   $ printf '0 alice\n1 alice\n2 alice\n2 bob\n' | floodgate simulate --policy 'sliding-log 2/10'
@@ -48,7 +63,7 @@ Example:
   {"t":2,"key":"bob","n":1,"allowed":true,"remaining":1,"retry_after":0,"reset_after":10}
 
 The exit status is 0 on success, 2 for a bad flag, policy, FILE or trace,
-and 1 when the decisions cannot be written.
+and 1 when the decisions cannot be written or the store fails.
 `
 
 // runSimulate is the simulate command.
@@ -56,6 +71,7 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors and usage are printed below
 	policyText := fs.String("policy", "", "")
+	storeURL := fs.String("store", "memory", "")
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "floodgate simulate: "+format+"\nRun 'floodgate simulate -h' for usage.\n", a...)
 		return exitUsage
@@ -90,7 +106,15 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer f.Close()
 		in = f
 	}
-	if err := simulate(policy, in, stdout); err != nil {
+	tb, done, err := openSimulationStore(*storeURL, policy)
+	if err != nil {
+		return usageError("--store: %v", err)
+	}
+	err = simulate(tb, in, stdout)
+	if cerr := done(); err == nil && cerr != nil {
+		err = outputError{cerr}
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "floodgate simulate: %v\n", err)
 		if errors.As(err, new(outputError)) {
 			return exitFailure
@@ -104,14 +128,47 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // that is not the input's fault.
 type outputError struct{ error }
 
-// simulate replays the trace in in through p, each key with its own state,
+// openSimulationStore returns the table of the store named by rawURL in
+// which a run keeps its keys' state under p, and a function that ends the
+// run: it deletes a shared store's keys and closes the connection. Memory
+// holds every key of the trace (no bound, no eviction); Redis decides at
+// the trace's times, under a prefix of the run's own.
+func openSimulationStore(rawURL string, p algo.Policy) (floodgate.Table, func() error, error) {
+	var store floodgate.Store
+	done := func() error { return nil }
+	if rawURL == "memory" {
+		store = floodgate.NewMemoryStore(math.MaxInt)
+	} else {
+		s, closer, err := storeurl.Open(rawURL, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour),
+			redisstore.WithPrefix(fmt.Sprintf("floodgate:simulate:%016x:", rand.Uint64())))
+		if err != nil {
+			return nil, nil, err
+		}
+		store = s
+		done = func() error {
+			var err error
+			if rs, ok := s.(*redisstore.Store); ok {
+				err = rs.Clear(context.Background())
+			}
+			return errors.Join(err, closer.Close())
+		}
+	}
+	tb, err := store.Table("simulate", p)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return tb, done, nil
+}
+
+// simulate replays the trace in in through tb, each key with its own state,
 // and writes one decision per event to out. It flushes out whenever it is
 // about to wait for input, and before it returns. An error in the trace is
 // returned as it is, after the decisions for the events before it.
-func simulate(p algo.Policy, in io.Reader, out io.Writer) error {
+func simulate(tb floodgate.Table, in io.Reader, out io.Writer) error {
+	ctx := context.Background()
 	w := bufio.NewWriterSize(out, 64<<10)
 	tr := trace.NewReader(flushingReader{in, w})
-	states := make(map[string]*algo.State)
 	var line []byte
 	for {
 		ev, err := tr.Next()
@@ -124,12 +181,7 @@ func simulate(p algo.Policy, in io.Reader, out io.Writer) error {
 			}
 			return err
 		}
-		s := states[ev.Key]
-		if s == nil {
-			s = new(algo.State)
-			states[ev.Key] = s
-		}
-		d, err := p.Decide(s, ev.T, ev.N)
+		d, err := tb.Decide(ctx, ev.Key, ev.T, ev.N)
 		if err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
 			w.Flush()
 			return outputError{fmt.Errorf("line %d: %w", ev.Line, err)}

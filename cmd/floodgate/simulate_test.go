@@ -379,10 +379,15 @@ func BenchmarkSimulate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	tb, done, err := openSimulationStore("memory", p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer done()
 	b.ReportAllocs()
 	b.SetBytes(int64(in.Len()))
 	for b.Loop() {
-		if err := simulate(p, strings.NewReader(in.String()), io.Discard); err != nil {
+		if err := simulate(tb, strings.NewReader(in.String()), io.Discard); err != nil {
 			b.Fatal(err)
 		}
 	}

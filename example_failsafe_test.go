@@ -1,0 +1,81 @@
+package floodgate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/clock"
+)
+
+// A limiter on a shared store that keeps deciding, on this process's
+// memory, while the store is failing. The shared store here is a
+// MemoryStore, which never fails, so that the example runs anywhere; in
+// production it would be a Redis store.
+func ExampleFailsafe() {
+	ctx := context.Background()
+	shared := floodgate.NewMemoryStore(0) // in production: a Redis store
+	store := floodgate.Failsafe(shared, floodgate.FailsafeOptions{
+		Mode:    floodgate.FailLocal,   // or FailClosed (the default), FailOpen
+		Timeout: 50 * time.Millisecond, // a call taking longer is a failure
+	})
+	limiter := floodgate.NewLimiter(floodgate.MustParsePolicy("token-bucket 2/1s"),
+		floodgate.WithStore(store), floodgate.WithName("api"))
+
+	for i := range 3 {
+		d, err := limiter.Allow(ctx, "alice")
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		fmt.Printf("request %d: allowed %v\n", i, d.Allowed)
+	}
+	fmt.Printf("%+v\n", store.Stats())
+	// Output:
+	// request 0: allowed true
+	// request 1: allowed true
+	// request 2: allowed false
+	// {Down:false Failures:0 Open:0 Closed:0 Local:0 Recoveries:0}
+}
+
+// unreachable is a shared store whose server cannot be reached: every call
+// fails.
+type unreachable struct{}
+
+var errUnreachable = errors.New("dial tcp 10.0.0.7:6379: connection refused")
+
+func (unreachable) Table(string, floodgate.Policy) (floodgate.Table, error) {
+	return unreachable{}, nil
+}
+func (unreachable) Apply(context.Context, []floodgate.Op) error { return errUnreachable }
+func (unreachable) Decide(context.Context, string, int64, int64) (algo.Decision, error) {
+	return algo.Decision{}, errUnreachable
+}
+
+// What each mode decides while the store is failing: three requests on a
+// limit of two a second.
+func ExampleFailMode() {
+	ctx := context.Background()
+	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)) // omit Clock and WithClock in production
+	for _, mode := range []floodgate.FailMode{floodgate.FailClosed, floodgate.FailOpen, floodgate.FailLocal} {
+		store := floodgate.Failsafe(unreachable{}, floodgate.FailsafeOptions{Mode: mode, Clock: fc})
+		limiter := floodgate.NewLimiter(floodgate.MustParsePolicy("token-bucket 2/1s"),
+			floodgate.WithStore(store), floodgate.WithClock(fc))
+		fmt.Printf("%s:", mode)
+		for range 3 {
+			d, err := limiter.Allow(ctx, "alice")
+			fmt.Printf(" %v", d.Allowed)
+			if errors.Is(err, floodgate.ErrStoreUnavailable) {
+				fmt.Printf(" (unavailable, retry in %v)", d.RetryAfter)
+			}
+		}
+		fmt.Println()
+	}
+	// Output:
+	// closed: false (unavailable, retry in 1s) false (unavailable, retry in 1s) false (unavailable, retry in 1s)
+	// open: true true true
+	// local: true true false
+}

@@ -1,0 +1,879 @@
+package floodgate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/clock"
+)
+
+// errRefused is the failing shared store's error.
+var errRefused = errors.New("connection refused")
+
+// flakyStore stands for a shared store (Redis, a file) that fails on
+// demand: a MemoryStore behind a hook that every call passes first. Its
+// tables refuse keys holding a NUL byte before calling out, as a real
+// store checks its input before the network.
+type flakyStore struct {
+	mem   *floodgate.MemoryStore
+	calls atomic.Int64 // calls that reached the hook: tried to call out
+	hook  atomic.Pointer[func(ctx context.Context, key string) error]
+}
+
+func newFlaky() *flakyStore { return &flakyStore{mem: floodgate.NewMemoryStore(0)} }
+
+// set makes every call run h first and fail with its error; nil heals.
+func (s *flakyStore) set(h func(ctx context.Context, key string) error) {
+	if h == nil {
+		s.hook.Store(nil)
+		return
+	}
+	s.hook.Store(&h)
+}
+
+func (s *flakyStore) down() { s.set(func(context.Context, string) error { return errRefused }) }
+func (s *flakyStore) heal() { s.set(nil) }
+
+// hang makes every call block until its context is done.
+func (s *flakyStore) hang() {
+	s.set(func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() })
+}
+
+func checkKey(key string) error {
+	if strings.ContainsRune(key, 0) {
+		return fmt.Errorf("flaky: %w: NUL in %q", floodgate.ErrInvalidKey, key)
+	}
+	return nil
+}
+
+// enter is a call going out: it counts, and passes the hook.
+func (s *flakyStore) enter(ctx context.Context, key string) error {
+	s.calls.Add(1)
+	if h := s.hook.Load(); h != nil {
+		return (*h)(ctx, key)
+	}
+	return nil
+}
+
+// remaining peeks at key in the shared state, bypassing the hook.
+func (s *flakyStore) remaining(t *testing.T, name string, p floodgate.Policy, key string, now time.Time) int64 {
+	t.Helper()
+	return peekStore(t, s.mem, name, p, key, now)
+}
+
+func peekStore(t *testing.T, s floodgate.Store, name string, p floodgate.Policy, key string, now time.Time) int64 {
+	t.Helper()
+	tb, err := s.Table(name, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tb.Decide(ctx, key, now.UnixNano(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Remaining
+}
+
+type flakyTable struct {
+	s     *flakyStore
+	inner floodgate.Table
+}
+
+func (s *flakyStore) Table(name string, p floodgate.Policy) (floodgate.Table, error) {
+	t, err := s.mem.Table(name, p)
+	if err != nil {
+		return nil, err
+	}
+	return flakyTable{s, t}, nil
+}
+
+func (t flakyTable) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
+	if err := checkKey(key); err != nil {
+		return algo.Decision{}, err
+	}
+	if err := t.s.enter(ctx, key); err != nil {
+		return algo.Decision{}, err
+	}
+	return t.inner.Decide(ctx, key, now, n)
+}
+
+func (s *flakyStore) Apply(ctx context.Context, ops []floodgate.Op) error {
+	inner := make([]floodgate.Op, len(ops))
+	for i, op := range ops {
+		t, ok := op.Table.(flakyTable)
+		if !ok || t.s != s {
+			return fmt.Errorf("flaky: op %d: %w", i, floodgate.ErrForeignTable)
+		}
+		if err := checkKey(op.Key); err != nil {
+			return err
+		}
+		op.Table = t.inner
+		inner[i] = op
+	}
+	if len(ops) > 0 {
+		if err := s.enter(ctx, ops[0].Key); err != nil {
+			return err
+		}
+	}
+	if err := s.mem.Apply(ctx, inner); err != nil {
+		return err
+	}
+	for i := range ops {
+		ops[i].Decision, ops[i].At, ops[i].Stamp, ops[i].Err = inner[i].Decision, inner[i].At, inner[i].Stamp, inner[i].Err
+	}
+	return nil
+}
+
+// failsafeCase is a FailsafeStore on a flakyStore, with a limiter named
+// "api" on it, all on one fake clock.
+type failsafeCase struct {
+	fc     *clock.Fake
+	shared *flakyStore
+	local  *floodgate.MemoryStore
+	fs     *floodgate.FailsafeStore
+	p      floodgate.Policy
+	l      *floodgate.Limiter
+}
+
+func newFailsafeCase(t *testing.T, p floodgate.Policy, o floodgate.FailsafeOptions) *failsafeCase {
+	t.Helper()
+	c := &failsafeCase{fc: newFake(), shared: newFlaky(), local: floodgate.NewMemoryStore(0), p: p}
+	o.Clock, o.Local = c.fc, c.local
+	c.fs = floodgate.Failsafe(c.shared, o)
+	c.l = floodgate.NewLimiter(p, floodgate.WithStore(c.fs), floodgate.WithClock(c.fc), floodgate.WithName("api"))
+	return c
+}
+
+// table returns the failsafe store's table named name with policy p.
+func (c *failsafeCase) table(t *testing.T, name string, p floodgate.Policy) floodgate.Table {
+	t.Helper()
+	tb, err := c.fs.Table(name, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// trip makes the shared store fail and one call find out.
+func (c *failsafeCase) trip(t *testing.T) {
+	t.Helper()
+	c.shared.down()
+	c.l.Allow(ctx, "trip")
+	if !c.fs.Stats().Down {
+		t.Fatal("the store is not down after a failed call")
+	}
+}
+
+// recover heals the shared store and lets the next probe through.
+func (c *failsafeCase) recover(t *testing.T, cooldown time.Duration) {
+	t.Helper()
+	c.shared.heal()
+	c.fc.Advance(cooldown)
+	c.l.Allow(ctx, "probe")
+	if c.fs.Stats().Down {
+		t.Fatal("the store is still down after a successful probe")
+	}
+}
+
+var failModes = []floodgate.FailMode{floodgate.FailClosed, floodgate.FailOpen, floodgate.FailLocal}
+
+// TestFailsafeModes: what each mode decides, and counts, while the store
+// is down; FailLocal decides on the local table of the same name and
+// policy.
+func TestFailsafeModes(t *testing.T) {
+	p := floodgate.TokenBucket(3, time.Second, 3)
+	for _, mode := range failModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: mode})
+			if d := mustAllow(t, c.l, "k", 1); !d.Allowed || d.Remaining != 2 {
+				t.Fatalf("while up: %+v", d)
+			}
+			c.shared.down()
+			var got []string
+			for i := range 5 {
+				d, err := c.l.Allow(ctx, "k")
+				got = append(got, fmt.Sprintf("%v %d %v", d.Allowed, d.Remaining, d.RetryAfter))
+				switch mode {
+				case floodgate.FailClosed:
+					if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, errRefused) {
+						t.Fatalf("request %d: %v, want ErrStoreUnavailable wrapping the store's error", i, err)
+					}
+				default:
+					if err != nil {
+						t.Fatalf("request %d: %v", i, err)
+					}
+				}
+			}
+			want := map[floodgate.FailMode]string{
+				// The cooldown (1s) is the wait until the store is tried again.
+				floodgate.FailClosed: "false 0 1s|false 0 1s|false 0 1s|false 0 1s|false 0 1s",
+				floodgate.FailOpen:   "true 0 0s|true 0 0s|true 0 0s|true 0 0s|true 0 0s",
+				// A fresh local bucket of 3.
+				floodgate.FailLocal: "true 2 0s|true 1 0s|true 0 0s|false 0 333.333334ms|false 0 333.333334ms",
+			}[mode]
+			if g := strings.Join(got, "|"); g != want {
+				t.Fatalf("decisions while down:\n got %s\nwant %s", g, want)
+			}
+			if n := c.shared.calls.Load(); n != 2 {
+				t.Fatalf("%d calls reached the store, want 2: the one up and the one that failed", n)
+			}
+			if r := c.shared.remaining(t, "api", p, "k", c.fc.Now()); r != 2 {
+				t.Fatalf("the shared state changed while down: %d remaining", r)
+			}
+			if r := peekStore(t, c.local, "api", p, "k", c.fc.Now()); mode == floodgate.FailLocal && r != 0 {
+				t.Fatalf("the local table %q %v has %d remaining, want 0: not the one that decided", "api", p, r)
+			}
+			c.fc.Advance(400 * time.Millisecond)
+			d, _ := c.l.Allow(ctx, "k")
+			if mode == floodgate.FailClosed && d.RetryAfter != 600*time.Millisecond {
+				t.Fatalf("400ms into the cooldown: RetryAfter %v, want 600ms", d.RetryAfter)
+			}
+			st := c.fs.Stats()
+			wantSt := floodgate.FailsafeStats{Down: true, Failures: 1}
+			switch mode {
+			case floodgate.FailClosed:
+				wantSt.Closed = 6
+			case floodgate.FailOpen:
+				wantSt.Open = 6
+			case floodgate.FailLocal:
+				wantSt.Local = 6
+			}
+			if st != wantSt {
+				t.Fatalf("Stats %+v, want %+v", st, wantSt)
+			}
+			if mode == floodgate.FailClosed && c.l.Stats().Errors != 6 {
+				t.Fatalf("the limiter counted %d errors, want 6", c.l.Stats().Errors)
+			}
+		})
+	}
+}
+
+// TestFailsafeBadInput: bad input is answered as the store answers it, up
+// or down, and is not a failure.
+func TestFailsafeBadInput(t *testing.T) {
+	p := floodgate.TokenBucket(3, time.Second, 3)
+	for _, mode := range failModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: mode})
+			tb := c.table(t, "api", p)
+			now := c.fc.Now().UnixNano()
+			check := func(state string, keyChecked bool) {
+				t.Helper()
+				if _, err := tb.Decide(ctx, "k", now, -1); !errors.Is(err, floodgate.ErrInvalidCost) {
+					t.Fatalf("%s, a negative cost: %v", state, err)
+				}
+				if _, err := tb.Decide(ctx, "k", -1, 1); !errors.Is(err, floodgate.ErrInvalidTime) {
+					t.Fatalf("%s, a time before the epoch: %v", state, err)
+				}
+				if d, err := tb.Decide(ctx, "k", now, 4); !errors.Is(err, floodgate.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != floodgate.Never {
+					t.Fatalf("%s, a cost above the burst: %+v, %v", state, d, err)
+				}
+				if _, err := tb.Decide(ctx, "k\x00", now, 1); keyChecked && !errors.Is(err, floodgate.ErrInvalidKey) {
+					t.Fatalf("%s, a key the store refuses: %v", state, err)
+				}
+				foreign, _ := floodgate.NewMemoryStore(0).Table("api", p)
+				if err := c.fs.Apply(ctx, []floodgate.Op{{Kind: floodgate.OpDecide, Table: foreign, Key: "k", Now: now, N: 1}}); !errors.Is(err, floodgate.ErrForeignTable) {
+					t.Fatalf("%s, another store's table: %v", state, err)
+				}
+				if err := c.fs.Apply(ctx, []floodgate.Op{{Kind: 99, Table: tb, Key: "k", Now: now}}); err == nil {
+					t.Fatalf("%s, an unknown op kind was accepted", state)
+				}
+				for _, op := range []floodgate.Op{
+					{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: now, N: -1},
+					{Kind: floodgate.OpSchedule, Table: tb, Key: "k", Now: algo.MaxTime + 1, N: 1},
+					{Kind: floodgate.OpRefund, Table: tb, Key: "k", Now: now, N: 4},
+				} {
+					if err := c.fs.Apply(ctx, []floodgate.Op{op}); !errors.Is(err, floodgate.ErrInvalidCost) && !errors.Is(err, floodgate.ErrInvalidTime) {
+						t.Fatalf("%s, Apply of a bad op %+v: %v", state, op, err)
+					}
+				}
+			}
+			check("up", true)
+			if st := c.fs.Stats(); st != (floodgate.FailsafeStats{}) {
+				t.Fatalf("bad input while up counted: %+v", st)
+			}
+			c.trip(t)
+			// While down the store is not asked, so only it can refuse a key;
+			// the cooldown has not passed, so no probe is due.
+			check("down", false)
+			if st := c.fs.Stats(); st.Failures != 1 || !st.Down {
+				t.Fatalf("bad input while down counted as a failure: %+v", st)
+			}
+
+			// A probe that meets bad input tells nothing: the store stays
+			// down and the next call probes at once.
+			c.shared.heal()
+			c.fc.Advance(time.Second)
+			if _, err := tb.Decide(ctx, "k\x00", c.fc.Now().UnixNano(), 1); !errors.Is(err, floodgate.ErrInvalidKey) {
+				t.Fatalf("a probe with a key the store refuses: %v", err)
+			}
+			if st := c.fs.Stats(); !st.Down || st.Failures != 1 {
+				t.Fatalf("a probe with bad input changed the state: %+v", st)
+			}
+			if d, err := tb.Decide(ctx, "k", c.fc.Now().UnixNano(), 1); err != nil || !d.Allowed {
+				t.Fatalf("the next probe: %+v, %v", d, err)
+			}
+			if st := c.fs.Stats(); st.Down || st.Recoveries != 1 {
+				t.Fatalf("after a good probe: %+v", st)
+			}
+		})
+	}
+}
+
+// TestFailsafeRecovery: while down, nothing reaches the store until the
+// cooldown has passed; then one probe does, and its success brings the
+// store back. Each transition is logged once.
+func TestFailsafeRecovery(t *testing.T) {
+	var logs bytes.Buffer
+	p := floodgate.SlidingLog(1000, time.Minute)
+	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: floodgate.FailOpen,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: dropTime}))})
+	mustAllow(t, c.l, "k", 1)
+	c.shared.down()
+	for range 100 {
+		if d := mustAllow(t, c.l, "k", 1); !d.Allowed {
+			t.Fatal("FailOpen denied")
+		}
+		c.fc.Advance(9 * time.Millisecond) // 900ms in all
+	}
+	c.shared.heal()
+	c.fc.Advance(99 * time.Millisecond) // 999ms
+	mustAllow(t, c.l, "k", 1)
+	if n := c.shared.calls.Load(); n != 2 {
+		t.Fatalf("%d calls reached the store before the cooldown passed, want 2", n)
+	}
+	c.fc.Advance(time.Millisecond)
+	// What would not reach the store, or might be answered without it,
+	// does not probe.
+	if err := c.fs.Apply(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.l.AllowN(ctx, "k", 1001); !errors.Is(err, floodgate.ErrCostExceedsBurst) {
+		t.Fatalf("a cost above the burst while down: %v", err)
+	}
+	if st := c.fs.Stats(); !st.Down || c.shared.calls.Load() != 2 {
+		t.Fatalf("an empty batch or a cost above the burst probed: %+v, %d calls", st, c.shared.calls.Load())
+	}
+	d := mustAllow(t, c.l, "k", 1)
+	if n := c.shared.calls.Load(); n != 3 || d.Remaining != 998 {
+		t.Fatalf("the probe: %d calls, %+v; want the store's decision (998 left: 2 admitted by the store)", n, d)
+	}
+	st := c.fs.Stats()
+	if want := (floodgate.FailsafeStats{Failures: 1, Open: 101, Recoveries: 1}); st != want {
+		t.Fatalf("Stats %+v, want %+v", st, want)
+	}
+	for range 10 {
+		mustAllow(t, c.l, "k", 1)
+	}
+	if n := c.shared.calls.Load(); n != 13 {
+		t.Fatalf("%d calls reached the store, want every call once it is up", n)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 ||
+		!strings.Contains(lines[0], `level=WARN msg="floodgate: store failing" mode=open cooldown=1s err="connection refused"`) ||
+		!strings.Contains(lines[1], `level=INFO msg="floodgate: store recovered" mode=open down=1s`) {
+		t.Fatalf("logs, want one line per transition:\n%s", logs.String())
+	}
+}
+
+func dropTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+// TestFailsafeCooldownDoubling: each failed probe doubles the cooldown, up
+// to MaxCooldown; a recovery sets it back. FailClosed's RetryAfter is the
+// time until the next probe.
+func TestFailsafeCooldownDoubling(t *testing.T) {
+	p := floodgate.FixedWindow(10, time.Minute)
+	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Cooldown: time.Second, MaxCooldown: 4 * time.Second})
+	c.shared.down()
+	at := func(d time.Duration) (floodgate.Decision, int64) {
+		t.Helper()
+		c.fc.Set(epoch.Add(d))
+		before := c.shared.calls.Load()
+		dec, err := c.l.Allow(ctx, "k")
+		if dec.Allowed || !errors.Is(err, floodgate.ErrStoreUnavailable) {
+			t.Fatalf("at %v: %+v, %v", d, dec, err)
+		}
+		return dec, c.shared.calls.Load() - before
+	}
+	if d, calls := at(0); calls != 1 || d.RetryAfter != time.Second {
+		t.Fatalf("the first failure: %d calls, RetryAfter %v", calls, d.RetryAfter)
+	}
+	for _, probe := range []struct{ at, next time.Duration }{
+		{1 * time.Second, 2 * time.Second},
+		{3 * time.Second, 4 * time.Second},
+		{7 * time.Second, 4 * time.Second}, // capped
+		{11 * time.Second, 4 * time.Second},
+	} {
+		if d, calls := at(probe.at - 1); calls != 0 || d.RetryAfter != 1 {
+			t.Fatalf("1ns before the probe at %v: %d calls, RetryAfter %v", probe.at, calls, d.RetryAfter)
+		}
+		if d, calls := at(probe.at); calls != 1 || d.RetryAfter != probe.next {
+			t.Fatalf("the probe at %v: %d calls, RetryAfter %v, want 1 call and %v", probe.at, calls, d.RetryAfter, probe.next)
+		}
+	}
+	c.shared.heal()
+	c.fc.Set(epoch.Add(15 * time.Second))
+	if d := mustAllow(t, c.l, "k", 1); !d.Allowed {
+		t.Fatalf("the probe at 15s: %+v", d)
+	}
+	c.shared.down()
+	if d, calls := at(16 * time.Second); calls != 1 || d.RetryAfter != time.Second {
+		t.Fatalf("a failure after the recovery: %d calls, RetryAfter %v, want the cooldown back to 1s", calls, d.RetryAfter)
+	}
+	if st := c.fs.Stats(); st.Failures != 6 || st.Recoveries != 1 || !st.Down {
+		t.Fatalf("Stats %+v, want 6 failures (2 + 4 probes), 1 recovery", st)
+	}
+}
+
+// TestFailsafeOneProbe: when many goroutines come after the cooldown, one
+// probes and the others use the mode meanwhile; FailClosed tells them to
+// retry after the Timeout, within which the probe's outcome is known.
+func TestFailsafeOneProbe(t *testing.T) {
+	p := floodgate.TokenBucket(1000, time.Second, 1000)
+	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Timeout: time.Minute})
+	c.trip(t)
+	c.fc.Advance(time.Second)
+	// The first call in waits for release; any other returns at once, so
+	// that a second probe fails the test instead of hanging it.
+	var in atomic.Int64
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.shared.set(func(context.Context, string) error {
+		if in.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return nil
+	})
+	type result struct {
+		d   floodgate.Decision
+		err error
+	}
+	const n = 64
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			d, err := c.l.Allow(ctx, "k")
+			results <- result{d, err}
+		}()
+	}
+	<-entered
+	for range n - 1 {
+		r := <-results
+		if r.d.Allowed || r.d.RetryAfter != time.Minute || !errors.Is(r.err, floodgate.ErrStoreUnavailable) {
+			t.Fatalf("a call during the probe: %+v, %v; want a denial with RetryAfter the Timeout", r.d, r.err)
+		}
+	}
+	if calls := c.shared.calls.Load(); calls != 2 {
+		t.Fatalf("%d calls reached the store, want 2: the failure and one probe", calls)
+	}
+	close(release)
+	if r := <-results; !r.d.Allowed || r.err != nil {
+		t.Fatalf("the probe: %+v, %v", r.d, r.err)
+	}
+	if st := c.fs.Stats(); st.Down || st.Recoveries != 1 || st.Closed != n {
+		t.Fatalf("Stats %+v, want up again, %d closed (the trip and %d during the probe)", st, n, n-1)
+	}
+}
+
+// TestFailsafeTimeout: a call that outlasts the Timeout is a failure; one
+// cut short by the caller's own context is not, and returns its error.
+func TestFailsafeTimeout(t *testing.T) {
+	p := floodgate.TokenBucket(10, time.Second, 10)
+	t.Run("timeout", func(t *testing.T) {
+		c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Timeout: time.Millisecond})
+		c.shared.hang()
+		if d := mustAllow(t, c.l, "k", 1); !d.Allowed {
+			t.Fatalf("Allow after the Timeout: %+v", d)
+		}
+		if st := c.fs.Stats(); st.Failures != 1 || !st.Down {
+			t.Fatalf("a timed-out Decide: %+v", st)
+		}
+		c.fc.Advance(time.Second) // the next call probes, through Apply
+		r, err := c.l.Reserve(ctx, "k", 1)
+		if err != nil || !r.OK() {
+			t.Fatalf("Reserve after the Timeout: %+v, %v", r.Decision(), err)
+		}
+		if st := c.fs.Stats(); st.Failures != 2 || !st.Down || st.Open != 2 {
+			t.Fatalf("a timed-out Apply: %+v", st)
+		}
+	})
+	t.Run("caller-cancels", func(t *testing.T) {
+		c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Timeout: time.Minute})
+		entered := make(chan struct{}, 1)
+		c.shared.set(func(ctx context.Context, _ string) error {
+			entered <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() {
+			_, err := c.l.Allow(cctx, "k")
+			done <- err
+		}()
+		<-entered
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled call: %v", err)
+		}
+		if _, err := c.l.Reserve(cctx, "k", 1); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Apply with a cancelled context: %v", err)
+		}
+		if st := c.fs.Stats(); st != (floodgate.FailsafeStats{}) {
+			t.Fatalf("the caller's cancellation counted: %+v", st)
+		}
+	})
+	t.Run("caller-deadline", func(t *testing.T) {
+		c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Timeout: time.Minute})
+		c.shared.hang()
+		dctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+		defer cancel()
+		if _, err := c.l.Allow(dctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a call past the caller's deadline: %v", err)
+		}
+		if st := c.fs.Stats(); st != (floodgate.FailsafeStats{}) {
+			t.Fatalf("the caller's deadline counted: %+v", st)
+		}
+	})
+	t.Run("probe-cancelled", func(t *testing.T) {
+		c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Timeout: time.Minute})
+		c.trip(t)
+		c.fc.Advance(time.Second)
+		c.shared.hang()
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := c.l.Allow(cctx, "k"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a probe with a cancelled context: %v", err)
+		}
+		if st := c.fs.Stats(); !st.Down || st.Failures != 1 {
+			t.Fatalf("a cancelled probe changed the state: %+v", st)
+		}
+		c.shared.heal()
+		if d := mustAllow(t, c.l, "k", 1); !d.Allowed || c.fs.Stats().Down {
+			t.Fatalf("the next call did not probe at once: %+v, %+v", d, c.fs.Stats())
+		}
+	})
+}
+
+// TestFailsafeStaleFailure: a call that began before an outage and fails
+// after the recovery does not take the store down again.
+func TestFailsafeStaleFailure(t *testing.T) {
+	c := newFailsafeCase(t, floodgate.FixedWindow(10, time.Minute), floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Timeout: -1})
+	var down atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	c.shared.set(func(_ context.Context, key string) error {
+		if key == "slow" {
+			close(entered)
+			<-release
+			return errRefused
+		}
+		if down.Load() {
+			return errRefused
+		}
+		return nil
+	})
+	slow := make(chan floodgate.Decision)
+	go func() {
+		d, _ := c.l.Allow(ctx, "slow")
+		slow <- d
+	}()
+	<-entered
+	down.Store(true)
+	mustAllow(t, c.l, "k", 1)
+	down.Store(false)
+	c.fc.Advance(time.Second)
+	mustAllow(t, c.l, "k", 1)
+	if st := c.fs.Stats(); st.Down || st.Recoveries != 1 {
+		t.Fatalf("before the slow call ends: %+v", st)
+	}
+	close(release)
+	if d := <-slow; !d.Allowed {
+		t.Fatalf("the slow call: %+v", d)
+	}
+	if st := c.fs.Stats(); st.Down || st.Failures != 2 {
+		t.Fatalf("a failure from before the recovery took the store down: %+v", st)
+	}
+}
+
+// TestFailsafeApply: batches in each mode while the store is down.
+func TestFailsafeApply(t *testing.T) {
+	pa := floodgate.TokenBucket(1, time.Hour, 2)
+	pb := floodgate.FixedWindow(1, time.Hour)
+	for _, mode := range failModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := newFailsafeCase(t, pa, floodgate.FailsafeOptions{Mode: mode})
+			a, b := c.table(t, "api", pa), c.table(t, "b", pb)
+			c.trip(t)
+			now := c.fc.Now().UnixNano()
+			apply := func(ops ...floodgate.Op) ([]floodgate.Op, error) {
+				t.Helper()
+				err := c.fs.Apply(ctx, ops)
+				if mode == floodgate.FailClosed {
+					if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, errRefused) {
+						t.Fatalf("FailClosed Apply: %v", err)
+					}
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				return ops, err
+			}
+			local := func(name string, p floodgate.Policy) int64 {
+				t.Helper()
+				return peekStore(t, c.local, name, p, "k", c.fc.Now())
+			}
+			both := func() []floodgate.Op {
+				return []floodgate.Op{
+					{Kind: floodgate.OpDecide, Table: a, Key: "k", Now: now, N: 1},
+					{Kind: floodgate.OpDecide, Table: b, Key: "k", Now: now, N: 1},
+				}
+			}
+
+			ops, _ := apply(both()...)
+			allowed := ops[0].Decision.Allowed && ops[1].Decision.Allowed
+			if allowed != (mode != floodgate.FailClosed) {
+				t.Fatalf("the first batch: %+v", ops)
+			}
+			if mode == floodgate.FailClosed && (ops[0].Decision.RetryAfter != time.Second || ops[1].Decision.RetryAfter != time.Second) {
+				t.Fatalf("FailClosed's ops: %+v, want RetryAfter the cooldown", ops)
+			}
+			// The second: b's window is full in FailLocal, so nothing of the
+			// batch takes effect, a's unit included.
+			ops, _ = apply(both()...)
+			if mode == floodgate.FailLocal && (!ops[0].Decision.Allowed || ops[1].Decision.Allowed) {
+				t.Fatalf("the second batch: %+v", ops)
+			}
+			if mode == floodgate.FailOpen && !(ops[0].Decision.Allowed && ops[1].Decision.Allowed) {
+				t.Fatalf("FailOpen denied: %+v", ops)
+			}
+			wantA := map[floodgate.FailMode]int64{floodgate.FailClosed: 2, floodgate.FailOpen: 2, floodgate.FailLocal: 1}[mode]
+			if r := local("api", pa); r != wantA {
+				t.Fatalf("the local a has %d left, want %d", r, wantA)
+			}
+
+			// A schedule: in FailLocal a unit held from now, for 1h from now.
+			ops, _ = apply(floodgate.Op{Kind: floodgate.OpSchedule, Table: a, Key: "k", Now: now, N: 2, MaxWait: 2 * time.Hour})
+			switch op := ops[0]; mode {
+			case floodgate.FailOpen:
+				if !op.Decision.Allowed || op.At != now {
+					t.Fatalf("FailOpen's schedule: %+v", op)
+				}
+			case floodgate.FailLocal:
+				if !op.Decision.Allowed || op.At != now+int64(time.Hour) || op.Decision.RetryAfter != time.Hour {
+					t.Fatalf("FailLocal's schedule: %+v", op)
+				}
+				// Its refund, while still down, goes back to the local store.
+				apply(floodgate.Op{Kind: floodgate.OpRefund, Table: a, Key: "k", Now: now, N: 2, Stamp: op.Stamp})
+				if r := local("api", pa); r != 1 {
+					t.Fatalf("after the refund the local a has %d left, want 1", r)
+				}
+			}
+			apply(floodgate.Op{Kind: floodgate.OpReset, Table: a, Key: "k", Now: now})
+			if r := local("api", pa); r != 2 {
+				t.Fatalf("after a reset the local a has %d left, want 2", r)
+			}
+			if r := c.shared.remaining(t, "api", pa, "k", c.fc.Now()); r != 2 {
+				t.Fatalf("the shared a changed while down: %d left", r)
+			}
+			st := c.fs.Stats()
+			counted := map[floodgate.FailMode]uint64{floodgate.FailClosed: st.Closed, floodgate.FailOpen: st.Open, floodgate.FailLocal: st.Local}[mode]
+			// trip, two batches, schedule (and in FailLocal its refund), reset
+			want := map[floodgate.FailMode]uint64{floodgate.FailClosed: 5, floodgate.FailOpen: 4, floodgate.FailLocal: 6}[mode]
+			if counted != want || st.Failures != 1 {
+				t.Fatalf("Stats %+v, want %d calls counted", st, want)
+			}
+		})
+	}
+}
+
+// TestFailsafeRefundAcrossFailover: a refund goes to the store that
+// admitted its units, if that one is deciding, and nowhere otherwise.
+func TestFailsafeRefundAcrossFailover(t *testing.T) {
+	p := floodgate.TokenBucket(1, time.Hour, 1)
+	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: floodgate.FailLocal})
+	reserve := func(key string) *floodgate.Reservation {
+		t.Helper()
+		r, err := c.l.Reserve(ctx, key, 1)
+		if err != nil || !r.OK() {
+			t.Fatalf("Reserve(%q): %+v, %v", key, r.Decision(), err)
+		}
+		return r
+	}
+	cancel := func(r *floodgate.Reservation) {
+		t.Helper()
+		if err := r.Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Up: reserved and cancelled on the store.
+	cancel(reserve("up"))
+	if d := mustAllow(t, c.l, "up", 0); d.Remaining != 1 {
+		t.Fatalf("a refund while up: %+v", d)
+	}
+	fromStore := reserve("k")
+	c.trip(t)
+	// Down: k is fresh on the local store; spend it there.
+	if d := mustAllow(t, c.l, "k", 1); !d.Allowed {
+		t.Fatalf("the local k: %+v", d)
+	}
+	// The store's reservation, cancelled now, must not refill the local k.
+	cancel(fromStore)
+	if d := mustAllow(t, c.l, "k", 1); d.Allowed {
+		t.Fatal("the store's refund was applied to the local store")
+	}
+	// A local reservation cancelled while down refills the local key.
+	cancel(reserve("local"))
+	if d := mustAllow(t, c.l, "local", 0); d.Remaining != 1 {
+		t.Fatalf("a local refund while down: %+v", d)
+	}
+	fromLocal := reserve("j")
+	c.recover(t, time.Second)
+	if r := c.shared.remaining(t, "api", p, "k", c.fc.Now()); r != 0 {
+		t.Fatalf("the store's k got its refund while down, or later: %d left", r)
+	}
+	// Up again: j is fresh on the store; spend it there.
+	if d := mustAllow(t, c.l, "j", 1); !d.Allowed {
+		t.Fatalf("the store's j: %+v", d)
+	}
+	cancel(fromLocal)
+	if r := c.shared.remaining(t, "api", p, "j", c.fc.Now()); r != 0 {
+		t.Fatalf("the local refund was applied to the store: j has %d left", r)
+	}
+}
+
+// TestFailsafeAllowAll: several limits on a failing store, and with limits
+// on another store: all or nothing, whatever the mode.
+func TestFailsafeAllowAll(t *testing.T) {
+	user := floodgate.SlidingLog(2, time.Minute)
+	for _, mode := range failModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := newFailsafeCase(t, user, floodgate.FailsafeOptions{Mode: mode})
+			other := floodgate.NewMemoryStore(0)
+			global := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Minute), floodgate.WithStore(other), floodgate.WithClock(c.fc))
+			perIP := floodgate.NewLimiter(floodgate.SlidingLog(1, time.Minute), floodgate.WithStore(c.fs), floodgate.WithClock(c.fc))
+			c.trip(t)
+			check := func(checks ...floodgate.Check) (floodgate.MultiDecision, error) {
+				t.Helper()
+				md, err := floodgate.AllowAll(ctx, checks...)
+				if mode == floodgate.FailClosed {
+					if !errors.Is(err, floodgate.ErrStoreUnavailable) {
+						t.Fatalf("FailClosed: %v", err)
+					}
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				return md, err
+			}
+			// The other store first: on FailClosed it admits, then gives back.
+			md, _ := check(floodgate.Check{Limiter: global, Key: "all", N: 1}, floodgate.Check{Limiter: c.l, Key: "alice", N: 1})
+			if mode != floodgate.FailClosed && !md.Allowed {
+				t.Fatalf("the first check: %+v", md)
+			}
+			wantGlobal := map[floodgate.FailMode]int64{floodgate.FailClosed: 1, floodgate.FailOpen: 0, floodgate.FailLocal: 0}[mode]
+			if d := mustAllow(t, global, "all", 0); d.Remaining != wantGlobal {
+				t.Fatalf("global has %d left, want %d", d.Remaining, wantGlobal)
+			}
+			if mode == floodgate.FailClosed {
+				return
+			}
+			// The global limit denies: alice's local unit is given back.
+			md, _ = check(floodgate.Check{Limiter: c.l, Key: "alice", N: 1}, floodgate.Check{Limiter: global, Key: "all", N: 1})
+			if md.Allowed || md.Denied != 1 {
+				t.Fatalf("the second check: %+v", md)
+			}
+			if mode == floodgate.FailLocal {
+				if d := mustAllow(t, c.l, "alice", 0); d.Remaining != 1 {
+					t.Fatalf("alice has %d left locally, want 1: the refund was lost", d.Remaining)
+				}
+			}
+			// Two limits on the failing store: one batch.
+			for i := range 2 {
+				md, _ = check(floodgate.Check{Limiter: c.l, Key: "bob", N: 1}, floodgate.Check{Limiter: perIP, Key: "10.0.0.1", N: 1})
+				if want := mode == floodgate.FailOpen || i == 0; md.Allowed != want {
+					t.Fatalf("bob's check %d: %+v, want allowed %v", i, md, want)
+				}
+			}
+			if mode == floodgate.FailLocal {
+				if d := mustAllow(t, c.l, "bob", 0); d.Remaining != 1 {
+					t.Fatalf("bob has %d left locally, want 1: the denied batch spent", d.Remaining)
+				}
+			}
+		})
+	}
+}
+
+// TestFailsafeUpPathAllocs: while the store is up, deciding through the
+// wrapper allocates nothing of its own when no Timeout context is needed.
+func TestFailsafeUpPathAllocs(t *testing.T) {
+	p := floodgate.TokenBucket(1_000_000, time.Second, 1_000_000)
+	for _, c := range []struct {
+		name    string
+		timeout time.Duration
+		ctx     context.Context
+	}{
+		{"no-timeout", -1, ctx},
+		{"caller-deadline-sooner", time.Hour, func() context.Context {
+			c, cancel := context.WithTimeout(ctx, time.Minute)
+			t.Cleanup(cancel)
+			return c
+		}()},
+	} {
+		fs := floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{Timeout: c.timeout})
+		tb, err := fs.Table("api", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := epoch.UnixNano()
+		tb.Decide(c.ctx, "k", now, 1)
+		if allocs := testing.AllocsPerRun(100, func() { tb.Decide(c.ctx, "k", now, 1) }); allocs != 0 {
+			t.Fatalf("%s: %v allocations a Decide", c.name, allocs)
+		}
+	}
+}
+
+// TestFailsafeOptions: the zero options, bad ones, and a MaxCooldown below
+// the Cooldown.
+func TestFailsafeOptions(t *testing.T) {
+	p := floodgate.FixedWindow(1, time.Minute)
+	fs := floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{})
+	if fs.Mode() != floodgate.FailClosed || fs.Mode().String() != "closed" {
+		t.Fatalf("the zero options' mode: %v", fs.Mode())
+	}
+	if _, ok := fs.Unwrap().(*floodgate.MemoryStore); !ok {
+		t.Fatalf("Unwrap: %T", fs.Unwrap())
+	}
+	for _, bad := range []*floodgate.FailsafeStore{
+		floodgate.Failsafe(nil, floodgate.FailsafeOptions{}),
+		floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{Mode: 7}),
+	} {
+		if _, err := bad.Table("api", p); err == nil {
+			t.Fatal("Table of a bad configuration succeeded")
+		}
+		if err := bad.Apply(ctx, nil); err == nil {
+			t.Fatal("Apply of a bad configuration succeeded")
+		}
+	}
+	if s := floodgate.FailMode(7).String(); s != "FailMode(7)" {
+		t.Fatalf("String of an unknown mode: %q", s)
+	}
+
+	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Cooldown: 2 * time.Second, MaxCooldown: time.Second})
+	c.trip(t)
+	c.fc.Advance(2 * time.Second)
+	if d, _ := c.l.Allow(ctx, "k"); d.RetryAfter != 2*time.Second {
+		t.Fatalf("after a failed probe with MaxCooldown below Cooldown: RetryAfter %v, want 2s", d.RetryAfter)
+	}
+}

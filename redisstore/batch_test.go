@@ -1,0 +1,112 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Calls that arrive while maxInFlight scripts are out leave together, in
+// one script call, and each is decided as if alone: while Redis is paused,
+// two calls go out and hang, 100 more queue; when Redis resumes they take
+// one script call, and exactly LIMIT of the 102 are admitted.
+func TestCallsWaitingLeaveInOneScript(t *testing.T) {
+	srv := redistest.NewServer(t)
+	ctx := context.Background()
+	// Calls wait while Redis is paused: longer than go-redis's default
+	// read timeout. The control connection is made before the pause.
+	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), ReadTimeout: time.Minute, PoolSize: 8})
+	control := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: 1})
+	t.Cleanup(func() { c.Close(); control.Close() })
+	if err := control.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(c, WithCallerTime(), WithMaxInFlight(2), WithMaxBatch(128))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := s.Table("x", floodgate.MustParsePolicy("sliding-log 40/1h"))
+	if _, err := tb.Decide(ctx, "warm", 1e9, 1); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	c.ConfigResetStat(ctx)
+	if err := c.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	admitted := make(chan bool, 102)
+	decide := func() {
+		defer wg.Done()
+		d, err := tb.Decide(ctx, "hot", 2e9, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		admitted <- d.Allowed
+	}
+	wg.Add(2)
+	go decide()
+	go decide()
+	waitFor(t, func() bool { s.batch.mu.Lock(); defer s.batch.mu.Unlock(); return s.batch.inFlight == 2 })
+	wg.Add(100)
+	for range 100 {
+		go decide()
+	}
+	waitFor(t, func() bool { s.batch.mu.Lock(); defer s.batch.mu.Unlock(); return len(s.batch.pending) == 100 })
+	// Resume from another connection: a paused Redis still reads commands
+	// that write nothing.
+	if err := control.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(admitted)
+	n := 0
+	for a := range admitted {
+		if a {
+			n++
+		}
+	}
+	if n != 40 {
+		t.Errorf("%d of 102 admitted, want 40", n)
+	}
+	calls := evalCalls(t, c)
+	if calls > 3 {
+		t.Errorf("%d script calls for 102 decisions (2 out, 100 waiting), want at most 3", calls)
+	}
+}
+
+// waitFor polls cond, which other goroutines make true, for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// evalCalls returns the EVALSHA and EVAL calls Redis counted.
+func evalCalls(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, line := range strings.Split(info, "\n") {
+		var n int
+		if _, err := fmt.Sscanf(line, "cmdstat_evalsha:calls=%d", &n); err == nil {
+			total += n
+		} else if _, err := fmt.Sscanf(line, "cmdstat_eval:calls=%d", &n); err == nil {
+			total += n
+		}
+	}
+	return total
+}

@@ -1,0 +1,73 @@
+// Package redisstore keeps floodgate's state in Redis, so that every
+// instance of a service shares its limits: a single Redis, Redis Sentinel
+// (through go-redis's failover client) or a Redis Cluster, through the
+// caller's own github.com/redis/go-redis/v9 client.
+//
+//	s, err := redisstore.New(client) // a *redis.Client or *redis.ClusterClient
+//	l := floodgate.NewLimiter(policy, floodgate.WithStore(s))
+//
+// # Decisions
+//
+// Every decision is made inside Redis by one Lua script, atomically, and
+// is exactly the decision of package algo (and so of the memory store) for
+// every algorithm: the store passes floodgate's conformance suite
+// (package storetest), and a differential test replays random traces
+// through memory and Redis and demands identical decisions, remaining
+// units, waits and stamps. Lua's numbers are doubles, exact only below
+// 2^53, while algo computes in 128-bit integers (a count up to 10^9 times a
+// time in nanoseconds up to 2^62). The script holds times as pairs of
+// doubles (seconds and nanoseconds), works in exact doubles relative to
+// now when a policy's products fit in 2^50 (every usual policy), and
+// otherwise, or when a clock has stepped back by weeks, in big integers of
+// five limbs: no decision loses exactness anywhere within algo's bounds.
+//
+// # Time
+//
+// By default the script reads Redis's clock (TIME, to the microsecond), so
+// that instances whose clocks disagree still agree on every decision;
+// Decision durations are measured from that time, and the instants the
+// store reports to its caller (Op.At) are translated to the caller's
+// clock. WithCallerTime decides at the caller's time instead, for tests
+// with a fake clock and for replaying traces (floodgate simulate).
+//
+// # Keys
+//
+// Key K of a limiter named NAME lives at the Redis key PREFIX + NAME + ":"
+// + K (see Store.Table for escaping), a string "ALG T X Y" for the bucket
+// and window algorithms and a hash of entries for sliding-log. A key
+// expires exactly when its state has drained (algo.Policy.ResetAt): with
+// Redis's clock, at that instant (PXAT, rounded up to the millisecond);
+// with the caller's, that long after its last write. No key is left over.
+//
+// # All or nothing
+//
+// Store.Apply carries out several operations all or nothing. Keys in one
+// hash slot, always on a single Redis, take one script: no other client
+// can see a state between them. On a Redis Cluster, put the part of the
+// key that should group in braces ("{user:42}:api", "{user:42}:upload")
+// so that a user's keys share a slot: Redis hashes only the part in the
+// first braces. Keys in several slots take one script per slot, at once;
+// when one denies, the units the others admitted are refunded, so the
+// batch never admits more than all or nothing allows, but another client
+// may see those units spent for the moment between.
+//
+// # Throughput
+//
+// Calls that arrive together, from many goroutines, leave together: one
+// script call carries up to WithMaxBatch of them (each still decided as if
+// alone, in arrival order), and at most WithMaxInFlight script calls wait
+// on Redis at once. A lone caller sends at once from its own goroutine. The
+// store starts no goroutine that outlives the calls it serves, and bounds
+// the calls waiting (WithMaxPending, then ErrOverloaded).
+//
+// # Failure
+//
+// A call fails with the client's error when Redis does not answer: the
+// client's timeouts (go-redis's ReadTimeout and WriteTimeout, default 3 s)
+// or the caller's context bound it. A call whose context ends while its
+// script is on the way may still take effect. To choose what a limiter
+// does meanwhile (deny, admit, or decide locally) and to recover by itself,
+// wrap the store in floodgate.Failsafe.
+//
+// Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7.
+package redisstore

@@ -1,0 +1,231 @@
+package redisstore_test
+
+import (
+	"context"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/redisstore"
+)
+
+var ctx = context.Background()
+
+// With Redis's clock, a key expires at the instant its state drains,
+// rounded up to the millisecond: PEXPIRETIME is ceil(ResetAt/1ms) exactly.
+func TestExpiryIsExactWithServerTime(t *testing.T) {
+	c := testClient(t)
+	s := newStore(t, c)
+	for _, policy := range []string{"token-bucket 3/1h burst=5", "fixed-window 5/1h", "sliding-window 5/1h"} {
+		p := floodgate.MustParsePolicy(policy)
+		l := floodgate.NewLimiter(p, floodgate.WithStore(s))
+		d, err := l.AllowN(ctx, "alice", 2)
+		if err != nil || !d.Allowed {
+			t.Fatalf("%s: %+v, %v", policy, d, err)
+		}
+		key := redisKey(t, s, p, "alice")
+		v, err := c.Get(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("%s: GET %s: %v", policy, key, err)
+		}
+		f := strings.Fields(v)
+		if len(f) != 4 || f[0] != strconv.Itoa(int(p.Algorithm())) {
+			t.Fatalf("%s: state %q, want ALG T X Y", policy, v)
+		}
+		start, _ := strconv.ParseInt(f[1], 10, 64)
+		x, _ := strconv.ParseInt(f[2], 10, 64)
+		var resetAt int64 // algo.Policy.ResetAt of the stored state
+		switch p.Algorithm() {
+		case floodgate.AlgTokenBucket:
+			resetAt = start
+			if x > 0 {
+				resetAt++
+			}
+		case floodgate.AlgFixedWindow:
+			resetAt = start + int64(p.Period())
+		case floodgate.AlgSlidingWindow:
+			resetAt = start + 2*int64(p.Period())
+		}
+		want := (resetAt + 1e6 - 1) / 1e6
+		got, err := c.PExpireTime(ctx, key).Result()
+		if err != nil || got.Milliseconds() != want {
+			t.Errorf("%s: PEXPIRETIME %v (%v), want %d ms (state %q)", policy, got.Milliseconds(), err, want, v)
+		}
+		// The decision's ResetAfter, measured from Redis's clock, ends at
+		// the same instant, to the microsecond of TIME.
+		tm, _ := c.Time(ctx).Result()
+		if left := time.Duration(resetAt - tm.UnixNano()); left > d.ResetAfter || left < d.ResetAfter-2*time.Second {
+			t.Errorf("%s: ResetAfter %v, but the state drains in %v by Redis's clock", policy, d.ResetAfter, left)
+		}
+	}
+}
+
+// redisKey is where s keeps key of the limiter named by p's string.
+func redisKey(t *testing.T, s *redisstore.Store, p floodgate.Policy, key string) string {
+	t.Helper()
+	tb, err := s.Table(p.String(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return redisstore.KeyOf(tb, key)
+}
+
+// A key whose state drains goes: a refund of everything deletes it, and
+// so does a peek after it drained; nothing is left behind.
+func TestDrainedKeysAreDeleted(t *testing.T) {
+	c := testClient(t)
+	s := newStore(t, c, redisstore.WithCallerTime())
+	t0 := int64(1795305600) * 1e9
+	for _, policy := range []string{"token-bucket 3/1s", "sliding-log 3/1s", "sliding-window 3/1s", "fixed-window 3/1s"} {
+		p := floodgate.MustParsePolicy(policy)
+		tb, _ := s.Table(policy, p)
+		key := redisstore.KeyOf(tb, "k")
+		ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: t0, N: 2}}
+		if err := s.Apply(ctx, ops); err != nil || !ops[0].Decision.Allowed {
+			t.Fatalf("%s: %+v %v", policy, ops[0], err)
+		}
+		if n := c.Exists(ctx, key).Val(); n != 1 {
+			t.Fatalf("%s: key %q missing after an admitted event", policy, key)
+		}
+		refund := []floodgate.Op{{Kind: floodgate.OpRefund, Table: tb, Key: "k", Now: t0, N: 2, Stamp: ops[0].Stamp}}
+		if err := s.Apply(ctx, refund); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.Exists(ctx, key).Val(); n != 0 {
+			t.Errorf("%s: key %q left after a full refund: %v", policy, key, c.Type(ctx, key).Val())
+		}
+		// Spend, let it drain, peek: gone.
+		if _, err := tb.Decide(ctx, "k", t0, 1); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := tb.Decide(ctx, "k", t0+3e9, 0); err != nil || d.ResetAfter != 0 {
+			t.Fatalf("%s: peek after draining: %+v %v", policy, d, err)
+		}
+		if n := c.Exists(ctx, key).Val(); n != 0 {
+			t.Errorf("%s: key %q left after draining", policy, key)
+		}
+	}
+}
+
+// With the caller's time, a key lives ResetAfter of real time after its
+// last write, or WithMinTTL if longer.
+func TestExpiryWithCallerTime(t *testing.T) {
+	c := testClient(t)
+	s := newStore(t, c, redisstore.WithCallerTime())
+	tb, _ := s.Table("x", floodgate.MustParsePolicy("token-bucket 1/10s"))
+	d, err := tb.Decide(ctx, "k", 5e9, 1)
+	if err != nil || !d.Allowed || d.ResetAfter != 10*time.Second {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if ttl := c.PTTL(ctx, redisstore.KeyOf(tb, "k")).Val(); ttl > 10*time.Second || ttl < 9*time.Second {
+		t.Errorf("PTTL %v, want 10s less the test's time", ttl)
+	}
+	s2 := newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
+	tb2, _ := s2.Table("x", floodgate.MustParsePolicy("token-bucket 1/10s"))
+	if _, err := tb2.Decide(ctx, "k", 5e9, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := c.PTTL(ctx, redisstore.KeyOf(tb2, "k")).Val(); ttl < 59*time.Minute {
+		t.Errorf("PTTL %v with WithMinTTL(1h)", ttl)
+	}
+}
+
+// A sliding log is a hash: h, c, u and one field per entry, "T N".
+func TestSlidingLogLayout(t *testing.T) {
+	c := testClient(t)
+	s := newStore(t, c, redisstore.WithCallerTime())
+	tb, _ := s.Table("log", floodgate.MustParsePolicy("sliding-log 5/1s"))
+	for _, ev := range []struct{ t, n int64 }{{1e9, 1}, {1e9, 2}, {1.5e9, 1}, {2.2e9, 1}} {
+		if d, err := tb.Decide(ctx, "k", ev.t, ev.n); err != nil || !d.Allowed {
+			t.Fatalf("%+v: %+v %v", ev, d, err)
+		}
+	}
+	got := c.HGetAll(ctx, redisstore.KeyOf(tb, "k")).Val()
+	// The entries at 1s expired at 2.2s; the log holds 1.5s and 2.2s.
+	want := map[string]string{"h": "1", "c": "2", "u": "2", "1": "1500000000 1", "2": "2200000000 1"}
+	if len(got) != len(want) {
+		t.Fatalf("log %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("field %s = %q, want %q (log %v)", k, got[k], v, got)
+		}
+	}
+}
+
+// Keys name the limiter and, when it is not the default name, the policy,
+// with the characters that would break the layout escaped.
+func TestKeyNames(t *testing.T) {
+	s, err := redisstore.New(testClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := floodgate.MustParsePolicy("token-bucket 5/1s")
+	for _, c := range []struct{ name, want string }{
+		{"token-bucket 5/1s", "floodgate:token-bucket 5/1s:{u1}:x"},
+		{"api", "floodgate:api@token-bucket 5/1s:{u1}:x"},
+		{"a:b{c}@%", "floodgate:a%3Ab%7Bc%7D%40%25@token-bucket 5/1s:{u1}:x"},
+	} {
+		tb, err := s.Table(c.name, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := redisstore.KeyOf(tb, "{u1}:x"); got != c.want {
+			t.Errorf("name %q: key %q, want %q", c.name, got, c.want)
+		}
+	}
+	if _, err := s.Table("x", floodgate.Policy{}); err == nil {
+		t.Error("the zero Policy was accepted")
+	}
+}
+
+// Clear deletes the store's keys and no others, on a server and on a
+// cluster.
+func TestClear(t *testing.T) {
+	for name, c := range map[string]redis.UniversalClient{"server": testClient(t), "cluster": redistest.SharedCluster(t).Client(t)} {
+		s := newStore(t, c, redisstore.WithPrefix("clear*[x]:"))
+		other := newStore(t, c, redisstore.WithPrefix("clear-other:"))
+		for _, st := range []*redisstore.Store{s, other} {
+			l := floodgate.NewLimiter(floodgate.MustParsePolicy("sliding-log 5/1h"), floodgate.WithStore(st))
+			for i := range 50 {
+				if _, err := l.Allow(ctx, strconv.Itoa(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := s.Clear(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		count := func(match string) int {
+			n := 0
+			scan := func(ctx context.Context, c redis.UniversalClient) error {
+				keys, err := c.Keys(ctx, match).Result()
+				n += len(keys)
+				return err
+			}
+			if cc, ok := c.(*redis.ClusterClient); ok {
+				var mu sync.Mutex
+				cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+					mu.Lock()
+					defer mu.Unlock()
+					return scan(ctx, c)
+				})
+			} else {
+				scan(ctx, c)
+			}
+			return n
+		}
+		if n := count(`clear\*\[x\]:*`); n != 0 {
+			t.Errorf("%s: %d keys left", name, n)
+		}
+		if n := count("clear-other:*"); n != 50 {
+			t.Errorf("%s: %d of the other store's 50 keys left", name, n)
+		}
+		other.Clear(ctx)
+	}
+}

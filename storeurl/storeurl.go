@@ -1,0 +1,166 @@
+// Package storeurl opens a floodgate Store named by a URL, the form the
+// floodgate command's --store flag and configuration files take:
+//
+//	memory                                   this process's memory (the default)
+//	redis://[USER:PASSWORD@]HOST:PORT[/DB]   one Redis server (rediss:// for TLS)
+//	unix://[USER:PASSWORD@]/PATH[?db=DB]     one Redis server on a unix socket
+//	redis-cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]
+//	                                         a Redis Cluster, from any of its nodes
+//	redis-sentinel://[USER:PASSWORD@]MASTER@HOST:PORT[,HOST:PORT...][/DB]
+//	                                         the master named MASTER, found
+//	                                         through Redis Sentinel
+//
+// The Redis forms take the query parameter prefix=P, the start of every
+// Redis key the store writes (redisstore.WithPrefix), and redis:// and
+// unix:// also go-redis's own parameters (dial_timeout, read_timeout,
+// pool_size and the others of redis.ParseURL).
+package storeurl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrInvalidURL is returned, wrapped with the problem, for a URL that
+// names no store.
+var ErrInvalidURL = errors.New("invalid store URL")
+
+// Open returns the store rawURL names, and a Closer that releases what it
+// holds (a Redis client's connections). extra options apply to a Redis
+// store after the URL's own.
+func Open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer, error) {
+	scheme, _, _ := strings.Cut(rawURL, ":")
+	var client redis.UniversalClient
+	var opts []redisstore.Option
+	switch scheme {
+	case "memory":
+		if rawURL != "memory" && rawURL != "memory:" {
+			return nil, nil, fmt.Errorf("%w: %q: memory takes no address", ErrInvalidURL, rawURL)
+		}
+		return floodgate.NewMemoryStore(0), io.NopCloser(nil), nil
+	case "redis", "rediss", "unix":
+		rest, prefix, err := takePrefix(rawURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		o, err := redis.ParseURL(rest)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %q: %w", ErrInvalidURL, rawURL, err)
+		}
+		client, opts = redis.NewClient(o), prefix
+	case "redis-cluster", "redis-sentinel":
+		var prefix string
+		var err error
+		if client, prefix, err = clusterOrSentinel(scheme, rawURL); err != nil {
+			return nil, nil, fmt.Errorf("%w: %q: %w", ErrInvalidURL, rawURL, err)
+		}
+		if prefix != "" {
+			opts = append(opts, redisstore.WithPrefix(prefix))
+		}
+	default:
+		return nil, nil, fmt.Errorf("%w: %q: want memory, redis://HOST:PORT[/DB], unix:///PATH, redis-cluster://HOST:PORT[,HOST:PORT...] or redis-sentinel://MASTER@HOST:PORT[,...]", ErrInvalidURL, rawURL)
+	}
+	s, err := redisstore.New(client, append(opts, extra...)...)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return s, client, nil
+}
+
+// takePrefix removes the prefix parameter from a redis:// or unix:// URL,
+// which go-redis would refuse, and returns it as an option.
+func takePrefix(raw string) (string, []redisstore.Option, error) {
+	base, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return raw, nil, nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %q: %w", ErrInvalidURL, raw, err)
+	}
+	if !q.Has("prefix") {
+		return raw, nil, nil
+	}
+	opts := []redisstore.Option{redisstore.WithPrefix(q.Get("prefix"))}
+	q.Del("prefix")
+	if len(q) == 0 {
+		return base, opts, nil
+	}
+	return base + "?" + q.Encode(), opts, nil
+}
+
+// clusterOrSentinel makes the client of a redis-cluster:// or
+// redis-sentinel:// URL, whose host is a comma-separated list of addresses
+// (which net/url does not parse), and returns its prefix parameter.
+func clusterOrSentinel(scheme, raw string) (redis.UniversalClient, string, error) {
+	rest, ok := strings.CutPrefix(raw, scheme+"://")
+	if !ok {
+		return nil, "", fmt.Errorf("want %s://HOST:PORT[,HOST:PORT...]", scheme)
+	}
+	rest, query, _ := strings.Cut(rest, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, "", err
+	}
+	for k := range q {
+		if k != "prefix" {
+			return nil, "", fmt.Errorf("unknown parameter %q", k)
+		}
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	var user, password, master string
+	if i := strings.LastIndexByte(hosts, '@'); i >= 0 {
+		info := hosts[:i]
+		hosts = hosts[i+1:]
+		if scheme == "redis-sentinel" {
+			// USER:PASSWORD@MASTER@ or MASTER@
+			j := strings.LastIndexByte(info, '@')
+			master = info[j+1:]
+			info = info[:max(j, 0)]
+		}
+		if info != "" {
+			u, p, _ := strings.Cut(info, ":")
+			if user, err = url.PathUnescape(u); err == nil {
+				password, err = url.PathUnescape(p)
+			}
+			if err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	if scheme == "redis-sentinel" && master == "" {
+		return nil, "", errors.New("no master name: want redis-sentinel://MASTER@HOST:PORT[,HOST:PORT...]")
+	}
+	var addrs []string
+	for _, a := range strings.Split(hosts, ",") {
+		if h, port, ok := strings.Cut(a, ":"); !ok || h == "" || port == "" {
+			return nil, "", fmt.Errorf("address %q is not HOST:PORT", a)
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return nil, "", fmt.Errorf("address %q has a bad port", a)
+		}
+		addrs = append(addrs, a)
+	}
+	if scheme == "redis-cluster" {
+		if path != "" {
+			return nil, "", errors.New("a Redis Cluster has only database 0")
+		}
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: user, Password: password}), q.Get("prefix"), nil
+	}
+	db := 0
+	if path != "" {
+		if db, err = strconv.Atoi(path); err != nil || db < 0 {
+			return nil, "", fmt.Errorf("database %q is not a number", path)
+		}
+	}
+	return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: addrs,
+		Username: user, Password: password, DB: db}), q.Get("prefix"), nil
+}

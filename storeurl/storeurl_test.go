@@ -1,0 +1,116 @@
+package storeurl_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/storeurl"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+func TestBadURLs(t *testing.T) {
+	for _, raw := range []string{
+		"", "memory:x", "mem", "file", "http://localhost", "redis://host:port:extra/0?x=%zz",
+		"redis://localhost/notanumber", "redis-cluster://", "redis-cluster://a", "redis-cluster://a:1,b",
+		"redis-cluster://a:99999", "redis-cluster://a:1/3", "redis-cluster://a:1?bogus=1",
+		"redis-sentinel://a:1", "redis-sentinel://m@a:1/x", "redis-sentinel://m@", "redis-cluster://a:1?%zz",
+	} {
+		s, c, err := storeurl.Open(raw)
+		if err == nil {
+			c.Close()
+			t.Errorf("%q: opened %T", raw, s)
+			continue
+		}
+		if !errors.Is(err, storeurl.ErrInvalidURL) {
+			t.Errorf("%q: %v does not wrap ErrInvalidURL", raw, err)
+		}
+		if !strings.Contains(err.Error(), raw) {
+			t.Errorf("%q: error %q does not name the URL", raw, err)
+		}
+	}
+}
+
+func TestForms(t *testing.T) {
+	for _, c := range []struct{ raw, store, prefix string }{
+		{"memory", "*floodgate.MemoryStore", ""},
+		{"redis://localhost:6379/2", "*redisstore.Store", "floodgate:"},
+		{"rediss://u:p@localhost:6379/0?prefix=app:&dial_timeout=1s", "*redisstore.Store", "app:"},
+		{"unix:///run/redis.sock?db=1&prefix=x:", "*redisstore.Store", "x:"},
+		{"redis-cluster://a:7000,b:7001,c:7002?prefix={fg}:", "*redisstore.Store", "{fg}:"},
+		{"redis-cluster://user:pa%40ss@a:7000", "*redisstore.Store", "floodgate:"},
+		{"redis-sentinel://mymaster@a:26379,b:26379/3", "*redisstore.Store", "floodgate:"},
+		{"redis-sentinel://u:p@mymaster@a:26379", "*redisstore.Store", "floodgate:"},
+	} {
+		s, closer, err := storeurl.Open(c.raw)
+		if err != nil {
+			t.Errorf("%q: %v", c.raw, err)
+			continue
+		}
+		if got := typeName(s); got != c.store {
+			t.Errorf("%q: %s, want %s", c.raw, got, c.store)
+		}
+		if rs, ok := s.(*redisstore.Store); ok {
+			tb, _ := rs.Table("n", floodgate.MustParsePolicy("token-bucket 1/1s"))
+			if got := redisstore.KeyOf(tb, "k"); !strings.HasPrefix(got, c.prefix+"n@") {
+				t.Errorf("%q: key %q, want prefix %q", c.raw, got, c.prefix)
+			}
+		}
+		closer.Close()
+	}
+}
+
+func typeName(s floodgate.Store) string {
+	switch s.(type) {
+	case *floodgate.MemoryStore:
+		return "*floodgate.MemoryStore"
+	case *redisstore.Store:
+		return "*redisstore.Store"
+	}
+	return "?"
+}
+
+// The URLs reach real servers: one on a unix socket, and a cluster.
+func TestRealServers(t *testing.T) {
+	srv := redistest.SharedServer(t)
+	urls := []string{srv.URL() + "?prefix=storeurl-test:"}
+	if cl := redistest.SharedCluster(t); cl != nil {
+		urls = append(urls, "redis-cluster://"+strings.Join(cl.Addrs(), ",")+"?prefix=storeurl-test:")
+	}
+	for _, raw := range urls {
+		s, closer, err := storeurl.Open(raw)
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		l := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s))
+		for i, want := range []bool{true, true, false} {
+			d, err := l.Allow(context.Background(), raw)
+			if err != nil || d.Allowed != want {
+				t.Errorf("%q: call %d: %+v %v", raw, i, d, err)
+			}
+		}
+		closer.Close()
+	}
+}
+
+func FuzzOpen(f *testing.F) {
+	for _, s := range []string{"memory", "redis://localhost:6379/0?prefix=a", "redis-cluster://a:1,b:2?prefix=x",
+		"redis-sentinel://u:p@m@a:1/2", "unix:///tmp/s?db=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		s, c, err := storeurl.Open(raw)
+		if err != nil {
+			if s != nil || c != nil {
+				t.Fatalf("%q: error %v with a store", raw, err)
+			}
+			return
+		}
+		c.Close()
+	})
+}
