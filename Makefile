@@ -45,7 +45,7 @@ fuzz: check-go
 	done
 
 ## bench: the root module's benchmarks (10 runs each) into bench.txt, then floodgate against its peers
-## (module bench/, 6 runs each, 15-30 minutes) into bench/bench.txt, each summarised with benchstat when
+## (module bench/, 6 runs each, in memory and on a Redis it starts, 17-32 minutes) into bench/bench.txt, each summarised with benchstat when
 ## it is installed, then floodgate/peer ratios of the medians; BENCHCOUNT and BENCHTIME set -count and -benchtime
 bench: check-go
 	$(GO) test -run '^$$' -bench . -benchmem -count $(or $(BENCHCOUNT),10) $(if $(BENCHTIME),-benchtime $(BENCHTIME)) ./... | tee bench.txt

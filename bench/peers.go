@@ -8,6 +8,10 @@
 // The peers are configured for three quotas (see Quota); the benchmarks
 // report the fraction of calls each peer admitted (admit/op), which shows
 // whether a scenario does what its name says for that peer.
+//
+// BenchmarkRedis compares the limiters that keep their state in Redis
+// (RedisPeers) on one redis-server that it starts itself (package
+// internal/redistest), in decisions per second.
 package bench
 
 import (

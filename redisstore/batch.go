@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -248,6 +249,9 @@ func (s *Store) encode(calls []*call) (keys []string, args []any) {
 // decode sets the ops of calls from the script's reply.
 func (s *Store) decode(calls []*call, res any, err error) {
 	if err != nil {
+		if strings.Contains(err.Error(), "floodgate: corrupt") {
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
 		err = fmt.Errorf("redisstore: %w", err)
 		for _, c := range calls {
 			c.err = err

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"strconv"
@@ -227,5 +228,35 @@ func TestClear(t *testing.T) {
 			t.Errorf("%s: %d of the other store's 50 keys left", name, n)
 		}
 		other.Clear(ctx)
+	}
+}
+
+// The script reaches Redis again after SCRIPT FLUSH (EVALSHA falls back to
+// EVAL), and a key that another program overwrote is an error naming it,
+// wrapping ErrCorrupt, that changes nothing.
+func TestScriptFlushAndCorruptState(t *testing.T) {
+	c := testClient(t)
+	s := newStore(t, c, redisstore.WithCallerTime())
+	for _, policy := range []string{"token-bucket 5/1s", "sliding-log 5/1s"} {
+		tb, _ := s.Table(policy, floodgate.MustParsePolicy(policy))
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := tb.Decide(ctx, "k", 1e9, 1); err != nil || !d.Allowed {
+			t.Fatalf("%s after SCRIPT FLUSH: %+v %v", policy, d, err)
+		}
+		key := redisstore.KeyOf(tb, "bad")
+		if strings.HasPrefix(policy, "sliding-log") {
+			c.HSet(ctx, key, "h", "0", "c", "1", "u", "1", "0", "not an entry")
+		} else {
+			c.Set(ctx, key, "garbage", 0)
+		}
+		_, err := tb.Decide(ctx, "bad", 1e9, 1)
+		if !errors.Is(err, redisstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: corrupt state gave %v", policy, err)
+		}
+		if d, err := tb.Decide(ctx, "k", 1e9, 0); err != nil || d.Remaining != 4 {
+			t.Errorf("%s: the good key after the error: %+v %v", policy, d, err)
+		}
 	}
 }

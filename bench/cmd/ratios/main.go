@@ -1,7 +1,10 @@
 // Command ratios summarises the output of the bench module's benchmarks:
 // for each scenario, the ratio of floodgate's median to each peer's, in
 // ns/op and (for BenchmarkMemory) B/key, beside the fraction of calls each
-// admitted. Below 1, floodgate is faster or holds less memory.
+// admitted. Below 1, floodgate is faster or holds less memory. Scenarios
+// that report a rate (BenchmarkRedis's decisions/s) are compared in that
+// rate alone, in a table of their own: there, above 1, floodgate decides
+// more per second.
 //
 // Usage:
 //
@@ -46,6 +49,11 @@ func main() {
 	for _, p := range bench.Peers {
 		notes[p.Name] = p.Note
 	}
+	for _, p := range bench.RedisPeers {
+		if p.Note != "" {
+			notes[p.Name] = p.Note
+		}
+	}
 	Print(os.Stdout, s, *base, notes)
 }
 
@@ -61,31 +69,47 @@ func parseFile(name string) ([]Result, error) {
 	return Parse(f)
 }
 
-// Units are the units compared, in order.
+// Units are the units compared where less is better, in order.
 var Units = []string{"ns/op", "B/key"}
+
+// RateUnits are the units compared where more is better, in order. A
+// scenario in which the base reports one is compared in these alone: its
+// ns/op is only the inverse.
+var RateUnits = []string{"decisions/s"}
+
+// reportsRate reports whether peer reports one of RateUnits in scenario.
+func reportsRate(s *Summary, scenario, peer string) bool {
+	for _, u := range RateUnits {
+		if _, ok := s.Median(scenario, peer, u); ok {
+			return true
+		}
+	}
+	return false
+}
 
 // Print writes the ratio table, base's own medians and the notes: each
 // peer's note from notes, and a warning for each peer whose admitted
 // fraction contradicts its scenario's name or that reported errors.
 func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
-	fmt.Fprintf(w, "%s / peer: ratio of the medians over the runs (n); below 1, %s is faster or holds less memory.\n", base, base)
-	fmt.Fprintf(w, "admit/op: the fraction of calls admitted (median); ! marks one that contradicts the scenario's name.\n\n")
-	rows := [][]string{{"scenario", "peer", "unit", base, "peer", "ratio", "n", base + " admit/op", "peer admit/op"}}
-	last := ""
+	fmt.Fprintf(w, "admit/op: the fraction of calls admitted (median); ! marks one that contradicts the scenario's name.\n")
+	var costs []Ratio
 	for _, r := range s.Ratios(base, Units) {
-		if last != "" && r.Scenario != last {
-			rows = append(rows, nil)
+		if !reportsRate(s, r.Scenario, base) {
+			costs = append(costs, r)
 		}
-		last = r.Scenario
-		rows = append(rows, []string{r.Scenario, r.Peer, r.Unit,
-			FormatValue(r.Base), FormatValue(r.Other), fmt.Sprintf("%.2f", r.Ratio), fmt.Sprint(r.Runs),
-			admit(s, r.Scenario, base), admit(s, r.Scenario, r.Peer)})
 	}
-	writeTable(w, rows, 3)
+	if len(costs) > 0 {
+		fmt.Fprintf(w, "\n%s / peer: ratio of the medians over the runs (n); below 1, %s is faster or holds less memory.\n\n", base, base)
+		writeRatios(w, s, base, costs)
+	}
+	if rates := s.Ratios(base, RateUnits); len(rates) > 0 {
+		fmt.Fprintf(w, "\n%s / peer in decisions per second: ratio of the medians over the runs (n); above 1, %s decides more per second.\n\n", base, base)
+		writeRatios(w, s, base, rates)
+	}
 
 	fmt.Fprintf(w, "\n%s's own medians\n\n", base)
-	units := []string{"ns/op", "B/op", "allocs/op", "admit/op", "B/key"}
-	rows = [][]string{append([]string{"scenario"}, units...)}
+	units := []string{"ns/op", "decisions/s", "B/op", "allocs/op", "admit/op", "B/key"}
+	rows := [][]string{append([]string{"scenario"}, units...)}
 	for _, sc := range s.Scenarios {
 		if !slices.Contains(s.Peers[sc], base) {
 			continue
@@ -101,7 +125,13 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 		rows = append(rows, row)
 	}
 	writeTable(w, rows, 1)
-	fmt.Fprintf(w, "\nMemory's ns/op is the time to make a limiter and touch 1,000,000 new keys once each.\n")
+	fmt.Fprintln(w)
+	if slices.Contains(s.Scenarios, "Memory") {
+		fmt.Fprintf(w, "Memory's ns/op is the time to make a limiter and touch 1,000,000 new keys once each.\n")
+	}
+	if slices.ContainsFunc(s.Scenarios, func(sc string) bool { return reportsRate(s, sc, base) }) {
+		fmt.Fprintf(w, "Where there are decisions/s, ns/op is wall time per decision, the callers sharing the calls.\n")
+	}
 
 	var warnings []string
 	seen := make(map[string]bool)
@@ -136,6 +166,27 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 			fmt.Fprintf(w, "  %s\n", m)
 		}
 	}
+}
+
+// writeRatios writes ratios as a table, with a blank line between
+// scenarios when one of them has several rows.
+func writeRatios(w io.Writer, s *Summary, base string, ratios []Ratio) {
+	gaps := false
+	for i := 1; i < len(ratios); i++ {
+		gaps = gaps || ratios[i].Scenario == ratios[i-1].Scenario
+	}
+	rows := [][]string{{"scenario", "peer", "unit", base, "peer", "ratio", "n", base + " admit/op", "peer admit/op"}}
+	last := ""
+	for _, r := range ratios {
+		if gaps && last != "" && r.Scenario != last {
+			rows = append(rows, nil)
+		}
+		last = r.Scenario
+		rows = append(rows, []string{r.Scenario, r.Peer, r.Unit,
+			FormatValue(r.Base), FormatValue(r.Other), fmt.Sprintf("%.2f", r.Ratio), fmt.Sprint(r.Runs),
+			admit(s, r.Scenario, base), admit(s, r.Scenario, r.Peer)})
+	}
+	writeTable(w, rows, 3)
 }
 
 // admitFits reports whether a fraction admitted fits the scenario's name:

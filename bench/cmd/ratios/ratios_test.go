@@ -13,9 +13,17 @@ import (
 //		-benchmem -count 3 -benchtime 100ms
 //
 // run in the bench module on the project's 2-core machine.
-func readSample(t *testing.T) []Result {
+//
+// testdata/redis.txt is real output of
+//
+//	go test -run '^$' -bench 'Redis' -benchtime 200ms -count 2
+//
+// run there too.
+func readSample(t *testing.T) []Result { return readTestdata(t, "sample.txt") }
+
+func readTestdata(t *testing.T, name string) []Result {
 	t.Helper()
-	f, err := os.Open("testdata/sample.txt")
+	f, err := os.Open("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +190,65 @@ func TestAdmitFits(t *testing.T) {
 		if got := admitFits(c.scenario, c.admit); got != c.want {
 			t.Errorf("admitFits(%q, %v) = %v, want %v", c.scenario, c.admit, got, c.want)
 		}
+	}
+}
+
+func TestRedisRatios(t *testing.T) {
+	s := Summarise(readTestdata(t, "redis.txt"))
+	var want []string
+	for _, k := range []string{"1", "100000"} {
+		for _, c := range []string{"1", "16", "64"} {
+			want = append(want, "Redis/keys="+k+"/callers="+c)
+		}
+	}
+	if strings.Join(s.Scenarios, ",") != strings.Join(want, ",") {
+		t.Errorf("scenarios = %v, want %v", s.Scenarios, want)
+	}
+	if got := strings.Join(s.Peers["Redis/keys=1/callers=64"], ","); got != "floodgate,redis_rate" {
+		t.Errorf("peers of Redis/keys=1/callers=64 = %s, want floodgate,redis_rate", got)
+	}
+	if len(s.Ratios("floodgate", Units)) != 6 {
+		t.Errorf("ratios in %v = %+v, want one per scenario", Units, s.Ratios("floodgate", Units))
+	}
+
+	// Rates: floodgate's decisions per second over redis_rate's, so above 1
+	// floodgate decides more.
+	rs := s.Ratios("floodgate", RateUnits)
+	if len(rs) != 6 {
+		t.Fatalf("rate ratios = %+v, want one per scenario", rs)
+	}
+	for i, w := range []Ratio{
+		{"Redis/keys=1/callers=1", "redis_rate", "decisions/s", (11302 + 10131) / 2.0, (18204 + 14329) / 2.0, 0, 2},
+		{"Redis/keys=1/callers=64", "redis_rate", "decisions/s", (90590 + 86151) / 2.0, (28203 + 26449) / 2.0, 0, 2},
+	} {
+		g := rs[[]int{0, 2}[i]]
+		w.Ratio = w.Base / w.Other
+		if g.Scenario != w.Scenario || g.Peer != w.Peer || g.Unit != w.Unit || g.Base != w.Base || g.Other != w.Other ||
+			math.Abs(g.Ratio-w.Ratio) > 1e-12 || g.Runs != w.Runs {
+			t.Errorf("rate ratio = %+v, want %+v", g, w)
+		}
+	}
+
+	var b strings.Builder
+	Print(&b, Summarise(append(readSample(t), readTestdata(t, "redis.txt")...)), "floodgate", nil)
+	out := b.String()
+	for _, want := range []string{
+		"OneKey/allowed/serial  xrate  ns/op       80.3         106   0.76  3",
+		"above 1, floodgate decides more per second",
+		"Redis/keys=1/callers=1        redis_rate  decisions/s      10716  16266   0.66  2",
+		"Redis/keys=1/callers=64       redis_rate  decisions/s      88370  27326   3.23  2",
+		"Redis/keys=100000/callers=64      17404        59046",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// A Redis scenario's ns/op is the inverse of its decisions/s: it is not
+	// compared a second time, the other way round.
+	if strings.Contains(out, "redis_rate  ns/op") {
+		t.Errorf("output compares the Redis scenarios in ns/op too:\n%s", out)
+	}
+	if strings.Contains(out, "Warnings") {
+		t.Errorf("output warns though every peer admitted nearly every call without errors:\n%s", out)
 	}
 }

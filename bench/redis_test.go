@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisKeys is the number of keys of the keyed Redis scenarios.
+const RedisKeys = 100_000
+
+// RedisCallers are the numbers of concurrent callers of the Redis
+// scenarios.
+var RedisCallers = []int{1, 16, 64}
+
+// RedisPoolSize is the client's number of connections: enough for each of
+// the most callers to have one.
+const RedisPoolSize = 128
+
+// prefixes numbers the Redis peers' key prefixes.
+var prefixes atomic.Int64
+
+// BenchmarkRedis: the Redis peers on one redis-server on loopback TCP,
+// started for the benchmark (skipped when redis-server is not installed),
+// through one go-redis client. keys=1: every call on one key;
+// keys=100000: each call on a key picked at random among 100,000.
+// callers=N: exactly N goroutines share b.N calls. ns/op is wall time per
+// decision, decisions/s its inverse. Redis is flushed before each run and
+// every peer is new, so that no run sees state from another.
+func BenchmarkRedis(b *testing.B) {
+	srv := redistest.NewServer(b)
+	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: RedisPoolSize})
+	b.Cleanup(func() { c.Close() })
+	for _, keys := range [][]string{oneKey, benchKeys()[:RedisKeys]} {
+		for _, callers := range RedisCallers {
+			for _, p := range RedisPeers {
+				b.Run(fmt.Sprintf("keys=%d/callers=%d/%s", len(keys), callers, p.Name), func(b *testing.B) {
+					if err := c.FlushDB(ctx).Err(); err != nil {
+						b.Fatal(err)
+					}
+					l, err := p.New(c, fmt.Sprintf("bench%d:", prefixes.Add(1)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer l.Close()
+					runCallers(b, l, callers, keys)
+				})
+			}
+		}
+	}
+}
+
+// runCallers calls l.Allow b.N times from exactly callers goroutines, which
+// share the calls, on keys[0] if there is one key and on keys picked at
+// random otherwise. It reports decisions per second of wall time
+// (decisions/s) and the fraction admitted, and fails b on any error.
+// Untimed first, each goroutine makes a few calls, so that the client's
+// connections are open and the peer's scripts loaded.
+func runCallers(b *testing.B, l Limiter, callers int, keys []string) {
+	b.ReportAllocs()
+	var allowed, errs atomic.Int64
+	var firstErr atomic.Value
+	n := uint64(len(keys))
+	call := func(r *rng, a, e *int64) {
+		k := keys[0]
+		if n > 1 {
+			k = keys[r.intn(n)]
+		}
+		ok, err := l.Allow(k)
+		if ok {
+			*a++
+		}
+		if err != nil {
+			firstErr.CompareAndSwap(nil, err.Error())
+			*e++
+		}
+	}
+
+	const warmCalls = 4
+	var warm, done sync.WaitGroup
+	warm.Add(callers)
+	start := make(chan struct{})
+	for i := range callers {
+		calls := b.N / callers
+		if i < b.N%callers {
+			calls++
+		}
+		done.Go(func() {
+			r := newRNG()
+			var a, e int64
+			for range warmCalls {
+				call(&r, &a, &e)
+			}
+			warm.Done()
+			a, e = 0, 0
+			<-start
+			for range calls {
+				call(&r, &a, &e)
+			}
+			allowed.Add(a)
+			errs.Add(e)
+		})
+	}
+	warm.Wait()
+	if e := firstErr.Load(); e != nil {
+		b.Fatalf("warming up: %v", e)
+	}
+	b.ResetTimer()
+	close(start)
+	done.Wait()
+	b.StopTimer()
+
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	report(b, allowed.Load(), errs.Load(), int64(b.N), firstErr.Load())
+	if errs.Load() > 0 {
+		b.Fatalf("%d errors in %d calls; the first: %v", errs.Load(), b.N, firstErr.Load())
+	}
+}

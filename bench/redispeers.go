@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/redisstore"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisRate is the rate of every Redis peer, per second, with a burst of
+// as many: far more than one Redis decides in a second, so nearly every
+// call is admitted and each call costs a full decision.
+const RedisRate = 1_000_000
+
+// A RedisPeer is a rate limiter that keeps its state in Redis. Every one
+// decides at RedisRate on the same redis-server, through the same client.
+type RedisPeer struct {
+	Name string
+	// Note is printed beside the peer's figures.
+	Note string
+	// New returns the peer deciding through c. prefix differs on each call:
+	// a peer that can start its Redis keys with it does, so that no run
+	// sees the keys of another.
+	New func(c *redis.Client, prefix string) (Limiter, error)
+}
+
+// RedisPeers lists floodgate first, then its peers.
+var RedisPeers = []RedisPeer{
+	{Name: "floodgate", New: newFloodgateRedis},
+	{Name: "redis_rate", New: newRedisRate,
+		Note: "github.com/go-redis/redis_rate/v10: GCRA, one EVALSHA per call (Redis scenarios only)"},
+}
+
+// floodgate with package redisstore: Redis's clock and the store's
+// defaults (calls that arrive together share one script call).
+
+func newFloodgateRedis(c *redis.Client, prefix string) (Limiter, error) {
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
+	if err != nil {
+		return nil, err
+	}
+	p := floodgate.TokenBucket(RedisRate, time.Second, RedisRate)
+	return floodgateLimiter{l: floodgate.NewLimiter(p, floodgate.WithStore(s))}, nil
+}
+
+// github.com/go-redis/redis_rate/v10, whose keys are always "rate:" + key.
+
+type redisRateLimiter struct {
+	l     *redis_rate.Limiter
+	limit redis_rate.Limit
+}
+
+func newRedisRate(c *redis.Client, _ string) (Limiter, error) {
+	return redisRateLimiter{redis_rate.NewLimiter(c), redis_rate.PerSecond(RedisRate)}, nil
+}
+
+func (r redisRateLimiter) Allow(key string) (bool, error) {
+	res, err := r.l.Allow(ctx, key, r.limit)
+	if err != nil {
+		return false, err
+	}
+	return res.Allowed > 0, nil
+}
+
+func (r redisRateLimiter) Close() {}
