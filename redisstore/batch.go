@@ -140,6 +140,13 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 // send carries out calls, one script call per hash slot, and sets each
 // call's ops and error.
 func (s *Store) send(ctx context.Context, calls []*call) {
+	if !s.cluster || len(calls) == 1 {
+		// One slot: one script call.
+		keys, args := s.encode(calls)
+		res, err := script.Run(ctx, s.client, keys, args...).Result()
+		s.decode(calls, res, err)
+		return
+	}
 	slots := map[uint16][]*call{}
 	var order []uint16
 	for _, c := range calls {
@@ -147,12 +154,6 @@ func (s *Store) send(ctx context.Context, calls []*call) {
 			order = append(order, c.slot)
 		}
 		slots[c.slot] = append(slots[c.slot], c)
-	}
-	if len(order) == 1 {
-		keys, args := s.encode(calls)
-		res, err := script.Run(ctx, s.client, keys, args...).Result()
-		s.decode(calls, res, err)
-		return
 	}
 	// Several slots (a Redis Cluster): one pipeline, which go-redis splits
 	// by node, with a script call per slot; a node that lacks the script
@@ -308,8 +309,8 @@ func decodeOp(op *floodgate.Op, v []any) error {
 		op.Stamp = st
 	}
 	if code == 1 {
-		p := op.Table.(*table).policy
-		op.Err = fmt.Errorf("redisstore: %w: cost %d, burst %d", floodgate.ErrCostExceedsBurst, op.N, p.Burst())
+		burst := op.Table.(*table).policy.Burst()
+		op.Err = fmt.Errorf("redisstore: %w: cost %d, burst %d", floodgate.ErrCostExceedsBurst, op.N, burst)
 	}
 	return nil
 }

@@ -23,6 +23,19 @@ local function windowExact(fn, p, s, nh, nl, n)
   return ok, rem, retry, reset
 end
 
+-- fixedOutcome decides n units on a window holding count that ends in
+-- untilEnd, for both paths; the caller stores the state when it admits.
+local function fixedOutcome(p, count, n, untilEnd)
+  if n > 0 and count + n <= p.limit then
+    return true, p.limit - count - n, 0, untilEnd
+  end
+  local rem, reset, retry = p.limit - count, 0, 0
+  if rem < 0 then rem = 0 end
+  if count > 0 then reset = untilEnd end
+  if n > 0 then retry = untilEnd end
+  return n == 0, rem, retry, reset
+end
+
 local function fixedExact(p, s, now, n)
   local start = sub(now, mod(now, p.period))
   local count = 0
@@ -32,16 +45,9 @@ local function fixedExact(p, s, now, n)
   elseif c < 0 then -- the clock stepped back: stay in the stored window
     start, count = s.t, s.x
   end
-  local untilEnd = sub(add(start, p.period), now)
-  if n > 0 and count + n <= p.limit then
-    s.t, s.x = start, count + n
-    return true, p.limit - count - n, 0, untilEnd
-  end
-  local rem, reset, retry = p.limit - count, 0, 0
-  if rem < 0 then rem = 0 end
-  if count > 0 then reset = untilEnd end
-  if n > 0 then retry = untilEnd end
-  return n == 0, rem, retry, reset
+  local ok, rem, retry, reset = fixedOutcome(p, count, n, sub(add(start, p.period), now))
+  if ok and n > 0 then s.t, s.x = start, count + n end
+  return ok, rem, retry, reset
 end
 
 local function fixedWindow(p, s, nh, nl, n)
@@ -57,16 +63,9 @@ local function fixedWindow(p, s, nh, nl, n)
     if toStart == nil then return windowExact(fixedExact, p, s, nh, nl, n) end
     sh, sl, count = s.th, s.tl, s.x
   end
-  local untilEnd = toStart + p.pn
-  if n > 0 and count + n <= p.limit then
-    s.th, s.tl, s.x = sh, sl, count + n
-    return true, p.limit - count - n, 0, untilEnd
-  end
-  local rem, reset, retry = p.limit - count, 0, 0
-  if rem < 0 then rem = 0 end
-  if count > 0 then reset = untilEnd end
-  if n > 0 then retry = untilEnd end
-  return n == 0, rem, retry, reset
+  local ok, rem, retry, reset = fixedOutcome(p, count, n, toStart + p.pn)
+  if ok and n > 0 then s.th, s.tl, s.x = sh, sl, count + n end
+  return ok, rem, retry, reset
 end
 
 -- slidingExact is algo.Policy.slidingWindow on big integers.
