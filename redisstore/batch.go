@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +49,28 @@ type call struct {
 // is. A call whose context ends while its script is out may still take
 // effect.
 func (b *batcher) do(ctx context.Context, ops []*floodgate.Op, slot uint16) error {
-	c := &call{ops: ops, slot: slot, ctx: ctx}
+	return b.submit(&call{ops: ops, slot: slot, ctx: ctx})
+}
+
+// single is a call of one op, made with one allocation.
+type single struct {
+	call
+	op  floodgate.Op
+	ops [1]*floodgate.Op
+}
+
+// decide carries out op alone (see do).
+func (b *batcher) decide(ctx context.Context, op floodgate.Op, slot uint16) (floodgate.Op, error) {
+	c := &single{op: op}
+	c.ops[0] = &c.op
+	c.call = call{ops: c.ops[:], slot: slot, ctx: ctx}
+	err := b.submit(&c.call)
+	return c.op, err
+}
+
+// submit carries out c (see do).
+func (b *batcher) submit(c *call) error {
+	ctx := c.ctx
 	b.mu.Lock()
 	if b.inFlight < b.maxInFlight && len(b.pending) == 0 {
 		// Alone: send from this goroutine, with the caller's context.
@@ -143,7 +165,16 @@ func (s *Store) send(ctx context.Context, calls []*call) {
 	if !s.cluster || len(calls) == 1 {
 		// One slot: one script call.
 		keys, args := s.encode(calls)
-		res, err := script.Run(ctx, s.client, keys, args...).Result()
+		cmd := s.run.call(ctx, s.client, keys, args)
+		if missing(cmd.Err()) {
+			eval, err := s.run.load(ctx)
+			if err != nil {
+				s.decode(calls, nil, err)
+				return
+			}
+			cmd = s.run.again(ctx, s.client, eval, keys, args)
+		}
+		res, err := cmd.Result()
 		s.decode(calls, res, err)
 		return
 	}
@@ -156,21 +187,30 @@ func (s *Store) send(ctx context.Context, calls []*call) {
 		slots[c.slot] = append(slots[c.slot], c)
 	}
 	// Several slots (a Redis Cluster): one pipeline, which go-redis splits
-	// by node, with a script call per slot; a node that lacks the script
-	// gets it with a second pipeline.
+	// by node, with a script call per slot; the slots whose node lacks the
+	// script get it with a second pipeline.
 	cmds := make([]*redis.Cmd, len(order))
-	s.pipeline(ctx, order, slots, cmds, script.EvalSha)
-	var missing []uint16
+	s.pipeline(ctx, order, slots, cmds, s.run.call)
+	var miss []uint16
 	for i, sl := range order {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-			missing = append(missing, sl)
+		if missing(cmds[i].Err()) {
+			miss = append(miss, sl)
 		}
 	}
-	if len(missing) > 0 {
-		again := make([]*redis.Cmd, len(missing))
-		s.pipeline(ctx, missing, slots, again, script.Eval)
-		for i, j := 0, 0; i < len(order) && j < len(missing); i++ {
-			if order[i] == missing[j] {
+	if len(miss) > 0 {
+		eval, err := s.run.load(ctx)
+		if err != nil {
+			for _, sl := range miss {
+				s.decode(slots[sl], nil, err)
+			}
+			return
+		}
+		again := make([]*redis.Cmd, len(miss))
+		s.pipeline(ctx, miss, slots, again, func(ctx context.Context, c redis.Cmdable, keys []string, args []any) *redis.Cmd {
+			return s.run.again(ctx, c, eval, keys, args)
+		})
+		for i, j := 0, 0; i < len(order) && j < len(miss); i++ {
+			if order[i] == miss[j] {
 				cmds[i] = again[j]
 				j++
 			}
@@ -184,68 +224,108 @@ func (s *Store) send(ctx context.Context, calls []*call) {
 
 // pipeline sends one script call per slot in one pipeline, setting cmds.
 func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][]*call, cmds []*redis.Cmd,
-	run func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) {
+	run func(context.Context, redis.Cmdable, []string, []any) *redis.Cmd) {
 	// Each command carries its own error, which decode reports.
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, sl := range order {
 			keys, args := s.encode(slots[sl])
-			cmds[i] = run(ctx, p, keys, args...)
+			cmds[i] = run(ctx, p, keys, args)
 		}
 		return nil
 	})
 }
 
 // encode writes the script's keys and arguments for calls (lua/batch.lua).
+// Numbers go as int64s, which go-redis writes in decimal without a string
+// of their own (and boxes without allocating below 256); in server mode
+// the ops' times, unused, go as zeros.
 func (s *Store) encode(calls []*call) (keys []string, args []any) {
-	keyIndex := map[string]int{}
-	policyIndex := map[*table]int{}
-	var policies []string
-	var ops []any
+	if len(calls) == 1 && len(calls[0].ops) == 1 {
+		return s.encodeOne(calls[0].ops[0])
+	}
+	nops := 0
 	for _, c := range calls {
-		ops = append(ops, strconv.Itoa(len(c.ops)))
+		nops += len(c.ops)
+	}
+	// A map finds repeated keys in a big batch; a small one is searched.
+	var keyIndex map[string]int
+	if nops > 8 {
+		keyIndex = make(map[string]int, nops)
+	}
+	var policies [4]*table
+	tables := policies[:0]
+	ops := make([]any, 0, 1+len(calls)+refundFields*nops)
+	ops = append(ops, int64(len(calls)))
+	for _, c := range calls {
+		ops = append(ops, int64(len(c.ops)))
 		for _, op := range c.ops {
 			t := op.Table.(*table)
 			rk := t.prefix + op.Key
-			ki, ok := keyIndex[rk]
-			if !ok {
+			var ki int
+			if keyIndex != nil {
+				ki = keyIndex[rk]
+			} else {
+				ki = slices.Index(keys, rk) + 1
+			}
+			if ki == 0 {
 				keys = append(keys, rk)
 				ki = len(keys)
-				keyIndex[rk] = ki
-			}
-			pi, ok := policyIndex[t]
-			if !ok {
-				policies = append(policies, t.wire[:]...)
-				pi = len(policyIndex) + 1
-				policyIndex[t] = pi
-			}
-			ops = append(ops, strconv.Itoa(int(op.Kind)), strconv.Itoa(ki), strconv.Itoa(pi),
-				strconv.FormatInt(op.Now/1e9, 10), strconv.FormatInt(op.Now%1e9, 10), strconv.FormatInt(op.N, 10))
-			switch op.Kind {
-			case floodgate.OpSchedule:
-				ops = append(ops, strconv.FormatInt(max(int64(op.MaxWait), 0), 10))
-			case floodgate.OpRefund:
-				st := op.Stamp
-				if st.TAT < 0 || st.Frac < 0 || st.Frac >= t.policy.Limit() {
-					st.TAT, st.Frac = 0, t.policy.Limit() // not a bucket's stamp: refunds nothing
+				if keyIndex != nil {
+					keyIndex[rk] = ki
 				}
-				ops = append(ops, strconv.FormatInt(st.At/1e9, 10), strconv.FormatInt(st.At%1e9, 10),
-					strconv.FormatInt(st.TAT/1e9, 10), strconv.FormatInt(st.TAT%1e9, 10), strconv.FormatInt(st.Frac, 10))
 			}
+			pi := slices.Index(tables, t) + 1
+			if pi == 0 {
+				tables = append(tables, t)
+				pi = len(tables)
+			}
+			var sec, ns int64
+			if s.cfg.callerTime {
+				sec, ns = op.Now/1e9, op.Now%1e9
+			}
+			ops = append(ops, int64(op.Kind), int64(ki), int64(pi), sec, ns, op.N)
+			ops = appendExtra(ops, op, t)
 		}
 	}
-	mode := "s"
-	if s.cfg.callerTime {
-		mode = "c"
+	args = make([]any, 0, 3+len(tables)+len(ops))
+	args = append(args, s.modeArg, s.minTTLArg, int64(len(tables)))
+	for _, t := range tables {
+		args = append(args, t.wireArg)
 	}
-	args = make([]any, 0, 4+len(policies)+len(ops))
-	args = append(args, mode, strconv.FormatInt(s.cfg.minTTL.Milliseconds(), 10), strconv.Itoa(len(policyIndex)))
-	for _, p := range policies {
-		args = append(args, p)
-	}
-	args = append(args, strconv.Itoa(len(calls)))
-	args = append(args, ops...)
-	return keys, args
+	return keys, append(args, ops...)
 }
+
+// encodeOne is encode for a lone op, with fewer allocations.
+func (s *Store) encodeOne(op *floodgate.Op) (keys []string, args []any) {
+	t := op.Table.(*table)
+	var sec, ns int64
+	if s.cfg.callerTime {
+		sec, ns = op.Now/1e9, op.Now%1e9
+	}
+	args = make([]any, 0, 12+refundFields-6)
+	args = append(args, s.modeArg, s.minTTLArg, int64(1), t.wireArg, int64(1), int64(1),
+		int64(op.Kind), int64(1), int64(1), sec, ns, op.N)
+	args = appendExtra(args, op, t)
+	return []string{t.prefix + op.Key}, args
+}
+
+// appendExtra appends the arguments that follow N for op's kind.
+func appendExtra(args []any, op *floodgate.Op, t *table) []any {
+	switch op.Kind {
+	case floodgate.OpSchedule:
+		args = append(args, max(int64(op.MaxWait), 0))
+	case floodgate.OpRefund:
+		st := op.Stamp
+		if st.TAT < 0 || st.Frac < 0 || st.Frac >= t.policy.Limit() {
+			st.TAT, st.Frac = 0, t.policy.Limit() // not a bucket's stamp: refunds nothing
+		}
+		args = append(args, st.At/1e9, st.At%1e9, st.TAT/1e9, st.TAT%1e9, st.Frac)
+	}
+	return args
+}
+
+// refundFields is the most arguments an op takes (a refund's).
+const refundFields = 11
 
 // decode sets the ops of calls from the script's reply.
 func (s *Store) decode(calls []*call, res any, err error) {
@@ -271,31 +351,44 @@ func (s *Store) decode(calls []*call, res any, err error) {
 		}
 		return
 	}
+	var p replyParser
+	serverNow := p.int(reply[0])*1e9 + p.int(reply[1])
+	if p.err != nil {
+		err = fmt.Errorf("redisstore: %w: %v", ErrCorrupt, p.err)
+		for _, c := range calls {
+			c.err = err
+		}
+		return
+	}
 	r := reply[2:]
 	for _, c := range calls {
 		for _, op := range c.ops {
-			c.err = errors.Join(c.err, decodeOp(op, r[:opFields]))
+			now := serverNow
+			if s.cfg.callerTime {
+				now = op.Now
+			}
+			c.err = errors.Join(c.err, decodeOp(op, now, r[:opFields]))
 			r = r[opFields:]
 		}
 	}
 }
 
 // opFields is the number of reply values per op (lua/batch.lua).
-const opFields = 11
+const opFields = 7
 
-func decodeOp(op *floodgate.Op, v []any) error {
+// decodeOp sets op from its reply values v; now is the time the script
+// decided at, in ns (Redis's in server mode).
+func decodeOp(op *floodgate.Op, now int64, v []any) error {
 	var p replyParser
-	allowed := p.int(v[0]) == 1
-	d := algo.Decision{Allowed: allowed, Remaining: p.int(v[1])}
+	code := p.int(v[0])
+	d := algo.Decision{Allowed: code == 1, Remaining: p.int(v[1])}
 	if retry := p.dur(v[2]); retry == -1 {
 		d.RetryAfter = algo.Never
 	} else {
 		d.RetryAfter = time.Duration(retry)
 	}
 	d.ResetAfter = time.Duration(p.dur(v[3]))
-	atDelta := p.dur(v[4])
-	st := algo.Stamp{At: p.int(v[5])*1e9 + p.int(v[6]), TAT: p.int(v[7])*1e9 + p.int(v[8]), Frac: p.int(v[9])}
-	code := p.int(v[10])
+	atDelta, tatDelta, frac := p.dur(v[4]), p.dur(v[5]), p.int(v[6])
 	if p.err != nil {
 		return fmt.Errorf("redisstore: %w: %v", ErrCorrupt, p.err)
 	}
@@ -305,10 +398,13 @@ func decodeOp(op *floodgate.Op, v []any) error {
 	}
 	op.Decision = d
 	op.At = op.Now + atDelta
-	if allowed && op.N > 0 {
-		op.Stamp = st
+	if d.Allowed && op.N > 0 {
+		op.Stamp.At = now + atDelta
+		if a := op.Table.(*table).policy.Algorithm(); a == algo.TokenBucket || a == algo.LeakyBucket {
+			op.Stamp.TAT, op.Stamp.Frac = now+tatDelta, frac
+		}
 	}
-	if code == 1 {
+	if code == 2 {
 		burst := op.Table.(*table).policy.Burst()
 		op.Err = fmt.Errorf("redisstore: %w: cost %d, burst %d", floodgate.ErrCostExceedsBurst, op.N, burst)
 	}

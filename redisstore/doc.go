@@ -21,6 +21,18 @@
 // otherwise, or when a clock has stepped back by weeks, in big integers of
 // five limbs: no decision loses exactness anywhere within algo's bounds.
 //
+// # Functions and scripts
+//
+// The Lua code reaches Redis 7 and later as a Redis Function library
+// (FUNCTION LOAD, then FCALL), loaded by the store the first time it is
+// missing and again whenever a node lacks it (a FUNCTION FLUSH, a new
+// cluster master): its code is compiled and set up once, not on every
+// call. A Redis before 7, or a user whom an ACL denies functions, gets the
+// same code as a script (EVALSHA, then EVAL when the script cache lacks
+// it). The library is named after a hash of the code, so processes of
+// different floodgate versions on one Redis each run their own. Both forms
+// decide alike, on the same keys.
+//
 // # Time
 //
 // By default the script reads Redis's clock (TIME, to the microsecond), so
@@ -38,6 +50,9 @@
 // expires exactly when its state has drained (algo.Policy.ResetAt): with
 // Redis's clock, at that instant (PXAT, rounded up to the millisecond);
 // with the caller's, that long after its last write. No key is left over.
+// The keys under the prefix are the store's: a string there that the
+// store did not write is an error wrapping ErrCorrupt, and a key of
+// another type where a bucket's or window's string belongs is replaced.
 //
 // # All or nothing
 //
@@ -69,5 +84,6 @@
 // does meanwhile (deny, admit, or decide locally) and to recover by itself,
 // wrap the store in floodgate.Failsafe.
 //
-// Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7.
+// Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7, with
+// both forms of the code.
 package redisstore

@@ -3,8 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"github.com/floodgate/floodgate/internal/redistest"
-	"github.com/redis/go-redis/v9"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,7 +10,9 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 var ctx = context.Background()
@@ -74,6 +74,46 @@ func redisKey(t *testing.T, s *redisstore.Store, p floodgate.Policy, key string)
 		t.Fatal(err)
 	}
 	return redisstore.KeyOf(tb, key)
+}
+
+// On Redis's clock, an admitted event's stamp is in Redis's time, whatever
+// the caller's clock says, and a refund with it gives back what it took.
+func TestServerClockStamps(t *testing.T) {
+	c := testClient(t)
+	s := newStore(t, c)
+	for _, policy := range []string{"token-bucket 10/1h", "leaky-bucket 10/1h", "sliding-log 10/1h",
+		"sliding-window 10/1h", "fixed-window 10/1h"} {
+		p := floodgate.MustParsePolicy(policy)
+		tb, _ := s.Table(policy, p)
+		before := c.Time(ctx).Val().UnixNano()
+		ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: 42, N: 4}}
+		if err := s.Apply(ctx, ops); err != nil || !ops[0].Decision.Allowed {
+			t.Fatalf("%s: %+v %v", policy, ops[0], err)
+		}
+		after := c.Time(ctx).Val().UnixNano()
+		st := ops[0].Stamp
+		if st.At < before || st.At > after {
+			t.Errorf("%s: stamp at %d, not within Redis's %d..%d", policy, st.At, before, after)
+		}
+		if p.Algorithm() == floodgate.AlgTokenBucket || p.Algorithm() == floodgate.AlgLeakyBucket {
+			// An empty bucket's TAT after 4 units: now + 4 * 6 minutes.
+			if tat := st.TAT - st.At; tat != int64(24*time.Minute) {
+				t.Errorf("%s: stamp's TAT %v after its time, want 24m", policy, time.Duration(tat))
+			}
+		} else if st.TAT != 0 || st.Frac != 0 {
+			t.Errorf("%s: a window's stamp has a TAT: %+v", policy, st)
+		}
+		if d, _ := tb.Decide(ctx, "k", 0, 0); d.Remaining != 6 {
+			t.Errorf("%s: %d remaining after 4 of 10, want 6", policy, d.Remaining)
+		}
+		refund := []floodgate.Op{{Kind: floodgate.OpRefund, Table: tb, Key: "k", Now: 42, N: 4, Stamp: st}}
+		if err := s.Apply(ctx, refund); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := tb.Decide(ctx, "k", 0, 0); d.Remaining != 10 {
+			t.Errorf("%s: %d remaining after the refund, want 10", policy, d.Remaining)
+		}
+	}
 }
 
 // A key whose state drains goes: a refund of everything deletes it, and
@@ -231,8 +271,8 @@ func TestClear(t *testing.T) {
 	}
 }
 
-// The script reaches Redis again after SCRIPT FLUSH (EVALSHA falls back to
-// EVAL), and a key that another program overwrote is an error naming it,
+// The script reaches Redis again after SCRIPT FLUSH and FUNCTION FLUSH
+// (the store loads its library again), and a key that another program overwrote is an error naming it,
 // wrapping ErrCorrupt, that changes nothing.
 func TestScriptFlushAndCorruptState(t *testing.T) {
 	c := testClient(t)
@@ -242,8 +282,11 @@ func TestScriptFlushAndCorruptState(t *testing.T) {
 		if err := c.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
+		if err := c.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
 		if d, err := tb.Decide(ctx, "k", 1e9, 1); err != nil || !d.Allowed {
-			t.Fatalf("%s after SCRIPT FLUSH: %+v %v", policy, d, err)
+			t.Fatalf("%s after SCRIPT FLUSH and FUNCTION FLUSH: %+v %v", policy, d, err)
 		}
 		key := redisstore.KeyOf(tb, "bad")
 		if strings.HasPrefix(policy, "sliding-log") {

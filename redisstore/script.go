@@ -1,26 +1,29 @@
 package redisstore
 
 import (
+	"context"
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
+	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // The script is one Lua chunk made of these files, in this order: each
-// file's local functions are visible to the files after it.
+// file's local functions are visible to the files after it. The last,
+// batch.lua, defines run(KEYS, ARGV), which carries out one call.
 //
 //go:embed lua/big.lua lua/pair.lua lua/bucket.lua lua/window.lua lua/log.lua lua/batch.lua
 var luaFiles embed.FS
 
 var scriptFiles = []string{"big.lua", "pair.lua", "bucket.lua", "window.lua", "log.lua", "batch.lua"}
 
-// scriptSource returns the whole script, made once.
-func scriptSource(files ...string) string {
+// scriptBody returns the script's files, one after another.
+func scriptBody(files ...string) string {
 	var b strings.Builder
-	// Redis 6.2 replicates a script's effects only when asked; from Redis 7
-	// this is what it always does, and the call is a no-op.
-	b.WriteString("if redis.replicate_commands then redis.replicate_commands() end\n")
 	for _, f := range files {
 		src, err := luaFiles.ReadFile("lua/" + f)
 		if err != nil {
@@ -32,5 +35,107 @@ func scriptSource(files ...string) string {
 	return b.String()
 }
 
-// script decides every batch: see lua/batch.lua for its arguments and reply.
-var script = redis.NewScript(scriptSource(scriptFiles...))
+// The script reaches Redis in one of two forms, with the same body:
+//
+//   - a Redis Function library (Redis 7 and later), loaded once with
+//     FUNCTION LOAD and called with FCALL. Its chunk runs once, at load;
+//     a call runs only run(KEYS, ARGV), and parsed policies are kept
+//     between calls. This is the store's first choice.
+//   - a script (EVAL and EVALSHA), whose whole chunk runs on every call:
+//     for a Redis before 7, or one that refuses FUNCTION LOAD (an ACL, a
+//     managed service).
+//
+// The library and its function are named after the body's SHA-1, so that
+// processes running different versions of floodgate on one Redis each call
+// their own.
+var (
+	body = scriptBody(scriptFiles...)
+
+	// script is the EVAL form.
+	script = redis.NewScript(
+		// Redis 6.2 replicates a script's effects only when asked; from
+		// Redis 7 this is what it always does, and the call is a no-op.
+		"if redis.replicate_commands then redis.replicate_commands() end\n" +
+			body + "return run(KEYS, ARGV)\n")
+
+	// function is the name of the library's one function, and library its
+	// source.
+	function = "floodgate_" + bodyHash()
+	library  = "#!lua name=" + function + "\n" + body +
+		"redis.register_function('" + function + "', run)\n"
+)
+
+func bodyHash() string {
+	h := sha1.Sum([]byte(body))
+	return hex.EncodeToString(h[:10])
+}
+
+// runner sends the script in the form the server takes: as a function
+// until the server shows it has none (an unknown FCALL or FUNCTION LOAD, a
+// refused FUNCTION LOAD), then as a script for the store's life.
+type runner struct {
+	client redis.UniversalClient
+	noFunc atomic.Bool
+	loads  atomic.Int64 // libraries loaded, for tests
+}
+
+// call sends the script on c, the client or one of its pipelines.
+func (r *runner) call(ctx context.Context, c redis.Cmdable, keys []string, args []any) *redis.Cmd {
+	if r.noFunc.Load() {
+		return script.EvalSha(ctx, c, keys, args...)
+	}
+	return c.FCall(ctx, function, keys, args...)
+}
+
+// missing reports whether err says that the server lacks what call sent
+// or refuses it: the function, the script, FCALL itself, or the right to
+// run it (an ACL).
+func missing(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") ||
+		redis.HasErrorPrefix(err, "Function not found") ||
+		redis.HasErrorPrefix(err, "unknown command") ||
+		redis.HasErrorPrefix(err, "NOPERM"))
+}
+
+// load makes a form of the script available after a call found it
+// missing: it loads the library on every master, or, when the server has
+// no functions, falls back to the script for good. eval says to send the
+// script with EVAL (again), else to call the function again.
+func (r *runner) load(ctx context.Context) (eval bool, err error) {
+	if r.noFunc.Load() {
+		return true, nil
+	}
+	err = r.loadLibrary(ctx)
+	switch {
+	case err == nil:
+		r.loads.Add(1)
+		return false, nil
+	case redis.HasErrorPrefix(err, "unknown command"), redis.HasErrorPrefix(err, "unknown subcommand"),
+		redis.HasErrorPrefix(err, "NOPERM"):
+		r.noFunc.Store(true)
+		return true, nil
+	}
+	return false, fmt.Errorf("loading the function library: %w", err)
+}
+
+// again sends the script after load.
+func (r *runner) again(ctx context.Context, c redis.Cmdable, eval bool, keys []string, args []any) *redis.Cmd {
+	if eval {
+		return script.Eval(ctx, c, keys, args...)
+	}
+	return c.FCall(ctx, function, keys, args...)
+}
+
+func (r *runner) loadLibrary(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Cmdable) error {
+		err := c.FunctionLoad(ctx, library).Err()
+		if err != nil && strings.Contains(err.Error(), "already exists") {
+			return nil // loaded meanwhile, by another caller or process
+		}
+		return err
+	}
+	if c, ok := r.client.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, r.client)
+}

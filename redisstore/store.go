@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -21,6 +20,10 @@ type Store struct {
 	cluster bool // keys of one script call must share a hash slot
 	cfg     config
 	batch   batcher
+	run     runner
+
+	// The script's first two arguments, boxed once (see encode).
+	modeArg, minTTLArg any
 
 	mu     sync.Mutex
 	tables map[tableKey]*table
@@ -46,6 +49,11 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	_, cluster := c.(*redis.ClusterClient)
 	s := &Store{client: c, cluster: cluster, cfg: cfg, tables: make(map[tableKey]*table)}
+	s.run.client = c
+	s.modeArg, s.minTTLArg = "s", cfg.minTTL.Milliseconds()
+	if cfg.callerTime {
+		s.modeArg = "c"
+	}
 	s.batch = batcher{store: s, maxBatch: cfg.maxBatch, maxInFlight: cfg.maxInFlight, maxPending: cfg.maxPending}
 	return s, nil
 }
@@ -72,12 +80,7 @@ func (s *Store) Table(name string, p floodgate.Policy) (floodgate.Table, error) 
 		part += "@" + escapeName(p.String())
 	}
 	t := &table{store: s, policy: p, prefix: s.cfg.prefix + part + ":",
-		wire: [4]string{
-			strconv.Itoa(int(p.Algorithm())),
-			strconv.FormatInt(p.Limit(), 10),
-			strconv.FormatInt(int64(p.Period()), 10),
-			strconv.FormatInt(p.Burst(), 10),
-		}}
+		wireArg: fmt.Sprintf("%d %d %d %d", p.Algorithm(), p.Limit(), int64(p.Period()), p.Burst())}
 	s.tables[k] = t
 	return t, nil
 }
@@ -90,8 +93,10 @@ func escapeName(name string) string { return nameEscaper.Replace(name) }
 type table struct {
 	store  *Store
 	policy floodgate.Policy
-	prefix string    // Redis key = prefix + key
-	wire   [4]string // the policy as the script reads it: ALG LIMIT PERIOD BURST
+	prefix string // Redis key = prefix + key
+	// wireArg is the policy as the script reads it, "ALG LIMIT PERIOD
+	// BURST", boxed once.
+	wireArg any
 }
 
 // Decide implements floodgate.Table: one op, batched with whatever other
@@ -101,8 +106,8 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	if err := t.store.check(0, &op); err != nil {
 		return algo.Decision{}, err
 	}
-	ops := [1]*floodgate.Op{&op}
-	if err := t.store.batch.do(ctx, ops[:], t.store.slotOf(&op)); err != nil {
+	op, err := t.store.batch.decide(ctx, op, t.store.slotOf(&op))
+	if err != nil {
 		return algo.Decision{}, err
 	}
 	return op.Decision, op.Err

@@ -1,18 +1,20 @@
--- batch.lua: the script's body. It carries out groups of operations, each
--- group all or nothing, the groups one after another, and writes every
--- changed key at the end, with an expiry at the instant its state drains.
+-- batch.lua: the script's body, run. It carries out groups of operations,
+-- each group all or nothing, the groups one after another, and writes
+-- every changed key at the end, with an expiry at the instant its state
+-- drains. script.go makes it a script (EVAL) or a Redis Function library.
 --
 -- ARGV: MODE ('s': Redis's clock, 'c': each op's own time) MINTTL_MS
---   NPOLICIES, then ALG LIMIT PERIOD BURST for each,
+--   NPOLICIES, then for each a policy 'ALG LIMIT PERIOD BURST',
 --   NGROUPS, then for each group NOPS and for each op
 --   KIND KEYINDEX POLICYINDEX NOW_S NOW_NS N, where the op's time is
 --   NOW_S*10^9 + NOW_NS ns; then MAXWAIT for a schedule (kind 2), and
 --   AT_S AT_NS TAT_S TAT_NS FRAC (its stamp) for a refund (kind 3).
 -- The reply: the time used in server mode as S NS (0 0 in caller mode),
---   then for each op ALLOWED REMAINING RETRY RESET AT-NOW AT_S AT_NS TAT_S
---   TAT_NS FRAC ERR: durations in ns as integers, or as decimal strings
---   when they pass 2^53; RETRY -1 for never; AT and TAT the stamp of an
---   admitted event; ERR 1 for a cost above the burst.
+--   then for each op CODE REMAINING RETRY RESET AT-NOW TAT-NOW FRAC: CODE
+--   1 admitted, 0 denied, 2 denied for a cost above the burst; durations
+--   in ns as integers, or as decimal strings when they pass 2^53; RETRY -1
+--   for never. An admitted event's stamp is AT (NOW + AT-NOW), and for a
+--   bucket TAT (NOW + TAT-NOW) and FRAC.
 
 local TOKEN, LEAKY, LOG, SLIDING, FIXED = 1, 2, 3, 4, 5
 local MAXH, MAXL = 4611686018, 427387904 -- algo.MaxTime = 2^62 ns
@@ -28,13 +30,13 @@ local function clone(s)
   return c
 end
 
-local function load(key, p)
+-- load reads key's state; v is its string value, read beforehand.
+local function load(key, p, v)
   if p.alg == LOG then
     local v = redis.call('HMGET', key, 'h', 'c', 'u')
-    if not v[1] then return {key = key, head = 0, c = 0, u = 0, ov = {}} end
-    return {key = key, head = tonumber(v[1]), c = tonumber(v[2]), u = tonumber(v[3]), ov = {}}
+    if not v[1] then return {key = key, head = 0, c = 0, u = 0, ov = {}, base = {}} end
+    return {key = key, head = tonumber(v[1]), c = tonumber(v[2]), u = tonumber(v[3]), ov = {}, base = {}}
   end
-  local v = redis.call('GET', key)
   if v then
     local a, t, x, y = string.match(v, '^(%d) (%d+) (%d+) (%d+)$')
     if a == nil then error('floodgate: corrupt state at ' .. key) end
@@ -178,12 +180,12 @@ local function out(d)
   return d
 end
 
-local mode, minTTL = ARGV[1], tonumber(ARGV[2])
-local i = 3
-local policies = {}
-for k = 1, tonumber(ARGV[i]) do
-  local p = {alg = tonumber(ARGV[i + 1]), limit = tonumber(ARGV[i + 2]),
-    period = big(ARGV[i + 3]), burst = tonumber(ARGV[i + 4])}
+-- parsePolicy reads a policy, "ALG LIMIT PERIOD BURST", and works out
+-- what its fast paths need.
+local function parsePolicy(w)
+  local a, l, per, b = string.match(w, '^(%d) (%d+) (%d+) (%d+)$')
+  if a == nil then error('floodgate: bad policy ' .. w) end
+  local p = {alg = tonumber(a), limit = tonumber(l), period = big(per), burst = tonumber(b)}
   p.bp = mulsmall(p.period, p.burst)
   local pn, bpn = tonum(p.period), tonum(p.bp)
   if pn <= FAST and bpn <= FAST then
@@ -197,133 +199,30 @@ for k = 1, tonumber(ARGV[i]) do
   elseif p.alg == LOG and pn <= FAST then
     p.pn = pn -- a log needs only PERIOD small for its fast path
   end
-  policies[k] = p
-  i = i + 4
-end
-i = i + 1
-
-local serverH, serverL
-local reply = {}
-if mode == 's' then
-  local t = redis.call('TIME')
-  serverH, serverL = tonumber(t[1]), tonumber(t[2]) * 1000
-  reply[1], reply[2] = serverH, serverL
-else
-  reply[1], reply[2] = 0, 0
+  return p
 end
 
-local states, policyOf, lastH, lastL, dirty = {}, {}, {}, {}, {}
-local function state(k, p)
-  local s = states[k]
-  if s == nil then
-    s = load(KEYS[k], p)
-    states[k] = s
-    policyOf[k] = p
+-- Parsed policies, kept between calls when the script is loaded as a
+-- Redis Function (a library's locals live as long as the library); a
+-- policy is a constant, so keeping it changes no decision. At most
+-- MAXPOLICIES are kept.
+local MAXPOLICIES = 1024
+local policyCache, policyCount = {}, 0
+
+local function policy(w)
+  local p = policyCache[w]
+  if p == nil then
+    p = parsePolicy(w)
+    if policyCount >= MAXPOLICIES then policyCache, policyCount = {}, 0 end
+    policyCache[w], policyCount = p, policyCount + 1
   end
-  return s
+  return p
 end
 
-local ngroups = tonumber(ARGV[i])
-i = i + 1
-for g = 1, ngroups do
-  local nops = tonumber(ARGV[i])
-  i = i + 1
-  local undo, touched, denied = nil, {}, false
-  if nops > 1 then undo = {} end
-  for o = 1, nops do
-    local kind, k, p = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), policies[tonumber(ARGV[i + 2])]
-    local nh, nl = serverH, serverL
-    if nh == nil then nh, nl = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) end
-    local n = tonumber(ARGV[i + 5])
-    i = i + 6
-    local s = state(k, p)
-    if undo and undo[k] == nil then undo[k] = clone(s) end
-    local ok, rem, retry, reset, err = false, 0, 0, 0, 0
-    local ah, al, wait = nh, nl, 0
-    local sh, sl, th, tl, frac = 0, 0, 0, 0, 0
-    if kind == 1 or kind == 2 then
-      ok, rem, retry, reset, err = decide(p, s, nh, nl, n)
-      if kind == 2 then
-        local maxWait = ARGV[i]
-        i = i + 1
-        if not ok and err == 0 and (p.alg == TOKEN or p.alg == LEAKY) then
-          local fits
-          if type(retry) == 'table' then
-            fits = cmp(retry, big(maxWait)) <= 0
-          else
-            fits = retry <= tonumber(maxWait)
-          end
-          if fits then
-            local xh, xl = plus(nh, nl, retry)
-            if pcmp(xh, xl, MAXH, MAXL) <= 0 then
-              wait, ah, al = retry, xh, xl
-              ok, rem, retry, reset, err = decide(p, s, ah, al, n)
-              if not ok then error('floodgate: scheduled event not admitted') end
-              retry, rem = wait, 0
-              if type(reset) == 'table' or type(wait) == 'table' then
-                reset = add(dbig(reset), dbig(wait))
-              else
-                reset = reset + wait
-              end
-            end
-          end
-        end
-      end
-      if not ok then
-        denied = true
-      else
-        if n > 0 then
-          sh, sl = stampAt(p, s, ah, al)
-          if p.alg == TOKEN or p.alg == LEAKY then
-            th, tl, frac = s.th, s.tl, s.x
-          else
-            -- AT - now: the event counts from a later instant than now
-            -- when the clock stepped back.
-            if type(wait) ~= 'table' and wait == 0 then
-              wait = pdiff(sh, sl, nh, nl) or sub(pbig(sh, sl), pbig(nh, nl))
-            end
-          end
-          touched[k] = {nh, nl}
-        end
-        if settle(p, s, nh, nl) then touched[k] = {nh, nl} end
-      end
-    elseif kind == 3 then
-      local st = {ah = tonumber(ARGV[i]), al = tonumber(ARGV[i + 1]),
-        th = tonumber(ARGV[i + 2]), tl = tonumber(ARGV[i + 3]), frac = tonumber(ARGV[i + 4])}
-      i = i + 5
-      refund(p, s, st, nh, nl, n)
-      settle(p, s, nh, nl)
-      touched[k] = {nh, nl}
-    else
-      initial(p, s)
-      touched[k] = {nh, nl}
-    end
-    local r = #reply
-    reply[r + 1] = ok and 1 or 0
-    reply[r + 2] = rem
-    reply[r + 3] = out(retry)
-    reply[r + 4] = out(reset)
-    reply[r + 5] = out(wait)
-    reply[r + 6] = sh
-    reply[r + 7] = sl
-    reply[r + 8] = th
-    reply[r + 9] = tl
-    reply[r + 10] = frac
-    reply[r + 11] = err
-  end
-  if denied and undo then
-    for k, s in pairs(undo) do states[k] = s end
-  elseif not denied then
-    for k, t in pairs(touched) do
-      dirty[k] = true
-      lastH[k], lastL[k] = t[1], t[2]
-    end
-  end
-end
-
--- Write each changed key, or delete it once its state has drained.
-for k in pairs(dirty) do
-  local key, p, s, nh, nl = KEYS[k], policyOf[k], states[k], lastH[k], lastL[k]
+-- commit writes state s of key, changed at (nh, nl) = (s.lh, s.ll), with
+-- its expiry, or deletes the key once s has drained.
+local function commit(key, s, mode, minTTL)
+  local p, nh, nl = s.p, s.lh, s.ll
   local rh, rl = resetAt(p, s)
   if rh == nil or pcmp(rh, rl, nh, nl) <= 0 then
     redis.call('DEL', key)
@@ -354,10 +253,187 @@ for k in pairs(dirty) do
       end
       if #del > 0 then redis.call('HDEL', key, unpack(del)) end
       redis.call('HSET', key, unpack(set))
-      redis.call(cmd == 'PXAT' and 'PEXPIREAT' or 'PEXPIRE', key, ms)
+      redis.call(cmd == 'PXAT' and 'PEXPIREAT' or 'PEXPIRE', key, string.format('%d', ms))
     else
-      redis.call('SET', key, string.format('%d %s %d %d', p.alg, pstr(s.th, s.tl), s.x, s.y), cmd, ms)
+      local v
+      if s.th == 0 then
+        v = string.format('%d %d %d %d', p.alg, s.tl, s.x, s.y)
+      else
+        v = string.format('%d %d%09d %d %d', p.alg, s.th, s.tl, s.x, s.y)
+      end
+      redis.call('SET', key, v, cmd, string.format('%d', ms))
     end
   end
 end
-return reply
+
+-- touch marks state s, of key index k, changed at (nh, nl): at once in a
+-- group of one op (which changes nothing unless carried out), else in g,
+-- the group's changes, which count once the group is carried out.
+local function touch(g, s, k, nh, nl)
+  if g == nil then
+    s.dirty, s.lh, s.ll = true, nh, nl
+    return
+  end
+  local n = g.n + 1
+  g.n, g.k[n], g.h[n], g.l[n] = n, k, nh, nl
+end
+
+-- SMALL maps the decimal strings of 0 to 1023 to their numbers, which run
+-- fills; int reads an argument through it, faster than tonumber for the
+-- usually small ones (counts, indexes, kinds, costs).
+local SMALL = {}
+local function int(v) return SMALL[v] or tonumber(v) end
+
+-- run carries out one call of the script: KEYS and ARGV as above.
+local function run(KEYS, ARGV)
+  if floor == nil then
+    floor, ceil = math.floor, math.ceil
+    for v = 0, 1023 do SMALL[tostring(v)] = v end
+  end
+  local mode, minTTL = ARGV[1], int(ARGV[2])
+  local i = 3
+  local policies = {}
+  local np = int(ARGV[i])
+  for k = 1, np do policies[k] = policy(ARGV[i + k]) end
+  i = i + np + 1
+
+  local serverH, serverL
+  local reply = {}
+  if mode == 's' then
+    local t = redis.call('TIME')
+    serverH, serverL = tonumber(t[1]), tonumber(t[2]) * 1000
+    reply[1], reply[2] = serverH, serverL
+  else
+    reply[1], reply[2] = 0, 0
+  end
+
+  -- Every key's string value at once (false for a sliding-log's hash).
+  local values
+  if #KEYS <= 1000 then
+    values = redis.call('MGET', unpack(KEYS))
+  else
+    values = {}
+    for j = 1, #KEYS, 1000 do
+      local v = redis.call('MGET', unpack(KEYS, j, math.min(j + 999, #KEYS)))
+      for m = 1, #v do values[j + m - 1] = v[m] end
+    end
+  end
+
+  local states = {} -- key index -> state, loaded when first needed
+  local multi -- the changes of a group of several ops (see touch)
+  local nr = 2 -- reply values so far
+
+  local ngroups = int(ARGV[i])
+  i = i + 1
+  for g = 1, ngroups do
+    local nops = int(ARGV[i])
+    i = i + 1
+    local undo, denied, g = nil, false, nil
+    if nops > 1 then
+      undo = {}
+      multi = multi or {k = {}, h = {}, l = {}}
+      multi.n, g = 0, multi
+    end
+    for o = 1, nops do
+      local kind, k, p = int(ARGV[i]), int(ARGV[i + 1]), policies[int(ARGV[i + 2])]
+      local nh, nl = serverH, serverL
+      if nh == nil then nh, nl = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) end
+      local n = int(ARGV[i + 5])
+      i = i + 6
+      local s = states[k]
+      if s == nil then
+        s = load(KEYS[k], p, values[k])
+        s.p = p
+        states[k] = s
+      end
+      if undo and undo[k] == nil then undo[k] = clone(s) end
+      local ok, rem, retry, reset, err = false, 0, 0, 0, 0
+      local ah, al, wait = nh, nl, 0
+      local tat, frac = 0, 0
+      if kind == 1 or kind == 2 then
+        ok, rem, retry, reset, err = decide(p, s, nh, nl, n)
+        if kind == 2 then
+          local maxWait = ARGV[i]
+          i = i + 1
+          if not ok and err == 0 and (p.alg == TOKEN or p.alg == LEAKY) then
+            local fits
+            if type(retry) == 'table' then
+              fits = cmp(retry, big(maxWait)) <= 0
+            else
+              fits = retry <= tonumber(maxWait)
+            end
+            if fits then
+              local xh, xl = plus(nh, nl, retry)
+              if pcmp(xh, xl, MAXH, MAXL) <= 0 then
+                wait, ah, al = retry, xh, xl
+                ok, rem, retry, reset, err = decide(p, s, ah, al, n)
+                if not ok then error('floodgate: scheduled event not admitted') end
+                retry, rem = wait, 0
+                if type(reset) == 'table' or type(wait) == 'table' then
+                  reset = add(dbig(reset), dbig(wait))
+                else
+                  reset = reset + wait
+                end
+              end
+            end
+          end
+        end
+        if not ok then
+          denied = true
+        else
+          if n > 0 then
+            local sh, sl = stampAt(p, s, ah, al)
+            if p.alg == TOKEN or p.alg == LEAKY then
+              tat, frac = pdiff(s.th, s.tl, nh, nl) or sub(pbig(s.th, s.tl), pbig(nh, nl)), s.x
+            else
+              -- AT - now: the event counts from a later instant than now
+              -- when the clock stepped back.
+              if type(wait) ~= 'table' and wait == 0 then
+                wait = pdiff(sh, sl, nh, nl) or sub(pbig(sh, sl), pbig(nh, nl))
+              end
+            end
+            touch(g, s, k, nh, nl)
+          end
+          if settle(p, s, nh, nl) then touch(g, s, k, nh, nl) end
+        end
+      elseif kind == 3 then
+        local st = {ah = int(ARGV[i]), al = int(ARGV[i + 1]),
+          th = int(ARGV[i + 2]), tl = int(ARGV[i + 3]), frac = int(ARGV[i + 4])}
+        i = i + 5
+        refund(p, s, st, nh, nl, n)
+        settle(p, s, nh, nl)
+        touch(g, s, k, nh, nl)
+      else
+        initial(p, s)
+        touch(g, s, k, nh, nl)
+      end
+      local r = nr
+      nr = nr + 7
+      if err == 1 then
+        reply[r + 1] = 2
+      else
+        reply[r + 1] = ok and 1 or 0
+      end
+      reply[r + 2] = rem
+      reply[r + 3] = out(retry)
+      reply[r + 4] = out(reset)
+      reply[r + 5] = out(wait)
+      reply[r + 6] = out(tat)
+      reply[r + 7] = frac
+    end
+    if denied and undo then
+      for k, s in pairs(undo) do states[k] = s end
+    elseif g and not denied then
+      for j = 1, g.n do
+        local s = states[g.k[j]]
+        s.dirty, s.lh, s.ll = true, g.h[j], g.l[j]
+      end
+    end
+  end
+
+  -- Write each changed key, or delete it once its state has drained.
+  for k, s in pairs(states) do
+    if s.dirty then commit(KEYS[k], s, mode, minTTL) end
+  end
+  return reply
+end

@@ -8,7 +8,9 @@
 -- chunks.
 
 local BASE = 1000000
-local floor, ceil = math.floor, math.ceil
+-- math.floor and math.ceil, which run sets: a Redis Function library may
+-- read no global while it loads.
+local floor, ceil
 local ZERO = {0, 0, 0, 0, 0}
 
 -- big parses a decimal string of at most 30 digits.

@@ -3,20 +3,15 @@
 -- entries) and u (their units), and one field per entry, its index, holding
 -- "T N": N units admitted at T ns. In the script, s.ov holds the entries
 -- written so far (an entry {th, tl, n}, or false once removed); the others
--- are read from Redis when first needed. Entries are never changed in
--- place, so that a copy of s.ov can be kept for undo.
-
-local baseEntries = {} -- key -> index -> entry read from Redis
+-- are read from Redis when first needed, and kept in s.base, which the
+-- state's undo copies share. Entries are never changed in place, so that a
+-- copy of s.ov can be kept for undo.
 
 local function logEntry(s, i)
   local idx = s.head + i
   local e = s.ov[idx]
   if e == nil then
-    local cache = baseEntries[s.key]
-    if cache == nil then
-      cache = {}
-      baseEntries[s.key] = cache
-    end
+    local cache = s.base
     e = cache[idx]
     if e == nil then
       local v = redis.call('HGET', s.key, string.format('%d', idx))

@@ -1,0 +1,115 @@
+package redisstore
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/storetest"
+	"github.com/redis/go-redis/v9"
+)
+
+// The script's two forms decide alike: the conformance suite on the EVAL
+// form, which a Redis without functions gets.
+func TestConformanceEval(t *testing.T) {
+	c := redistest.SharedServer(t).Client(t)
+	n := 0
+	storetest.Run(t, func(t *testing.T) floodgate.Store {
+		n++
+		s, err := New(c, WithPrefix("eval"+time.Now().Format("150405.000000000")+":"), WithCallerTime(), WithMinTTL(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.run.noFunc.Store(true)
+		return s
+	})
+	if n == 0 {
+		t.Fatal("the suite made no store")
+	}
+}
+
+// The store loads its function library when Redis lacks it, at first and
+// after FUNCTION FLUSH, on a single Redis and on every master of a
+// cluster; and a user whom an ACL forbids functions gets the EVAL form.
+func TestFunctionLibrary(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.NewServer(t)
+	c := srv.Client(t)
+	s, err := New(c, WithCallerTime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := s.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
+	decide := func(s *Store, tb floodgate.Table, want int64) {
+		t.Helper()
+		d, err := tb.Decide(ctx, "k", 1e9, 1)
+		if err != nil || !d.Allowed || d.Remaining != want {
+			t.Fatalf("%+v %v, want %d remaining", d, err, want)
+		}
+	}
+	decide(s, tb, 4)
+	decide(s, tb, 3)
+	if got := s.run.loads.Load(); got != 1 {
+		t.Errorf("library loaded %d times, want 1", got)
+	}
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: function}).Result()
+	if err != nil || len(libs) != 1 || len(libs[0].Functions) != 1 || libs[0].Functions[0].Name != function {
+		t.Fatalf("FUNCTION LIST: %+v %v", libs, err)
+	}
+	if err := c.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	decide(s, tb, 2)
+	if got := s.run.loads.Load(); got != 2 || s.run.noFunc.Load() {
+		t.Errorf("after FUNCTION FLUSH: loaded %d times (want 2), EVAL form %v", got, s.run.noFunc.Load())
+	}
+
+	// A user who may not use functions.
+	if err := c.Do(ctx, "ACL", "SETUSER", "nofunc", "on", ">secret", "~*", "&*", "+@all", "-function", "-fcall", "-fcall_ro").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), Username: "nofunc", Password: "secret"})
+	t.Cleanup(func() { limited.Close() })
+	s2, err := New(limited, WithCallerTime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb2, _ := s2.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
+	decide(s2, tb2, 1) // the same key as s's: the two forms share state
+	if !s2.run.noFunc.Load() {
+		t.Error("a user without functions did not fall back to EVAL")
+	}
+
+	// Every master of a cluster.
+	cl := redistest.SharedCluster(t)
+	cc := cl.Client(t)
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FunctionFlush(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	s3, err := New(cc, WithCallerTime(), WithPrefix("fl"+time.Now().Format("150405.000000000")+":"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb3, _ := s3.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
+	ops := make([]floodgate.Op, 12)
+	for i := range ops {
+		ops[i] = floodgate.Op{Kind: floodgate.OpDecide, Table: tb3, Key: string(rune('a' + i)), Now: 1e9, N: 1}
+	}
+	if err := s3.Apply(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	var masters atomic.Int64 // ForEachMaster asks the masters at once
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		libs, err := m.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: function}).Result()
+		if err == nil && len(libs) == 1 {
+			masters.Add(1)
+		}
+		return err
+	})
+	if err != nil || masters.Load() != 3 {
+		t.Errorf("the library is on %d of 3 masters (%v)", masters.Load(), err)
+	}
+}
