@@ -238,26 +238,34 @@ func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][
 // encode writes the script's keys and arguments for calls (lua/batch.lua).
 // Numbers go as int64s, which go-redis writes in decimal without a string
 // of their own (and boxes without allocating below 256); in server mode
-// the ops' times, unused, go as zeros.
+// the ops' times, unused, go as zeros. The policies come first in the
+// arguments, so a first pass finds them; a lone op costs three
+// allocations (keys, arguments, its Redis key).
 func (s *Store) encode(calls []*call) (keys []string, args []any) {
-	if len(calls) == 1 && len(calls[0].ops) == 1 {
-		return s.encodeOne(calls[0].ops[0])
-	}
 	nops := 0
+	var seen [4]*table
+	tables := seen[:0]
 	for _, c := range calls {
 		nops += len(c.ops)
+		for _, op := range c.ops {
+			if t := op.Table.(*table); !slices.Contains(tables, t) {
+				tables = append(tables, t)
+			}
+		}
 	}
 	// A map finds repeated keys in a big batch; a small one is searched.
 	var keyIndex map[string]int
 	if nops > 8 {
 		keyIndex = make(map[string]int, nops)
 	}
-	var policies [4]*table
-	tables := policies[:0]
-	ops := make([]any, 0, 1+len(calls)+refundFields*nops)
-	ops = append(ops, int64(len(calls)))
+	args = make([]any, 0, 4+len(tables)+len(calls)+refundFields*nops)
+	args = append(args, s.modeArg, s.minTTLArg, int64(len(tables)))
+	for _, t := range tables {
+		args = append(args, t.wireArg)
+	}
+	args = append(args, int64(len(calls)))
 	for _, c := range calls {
-		ops = append(ops, int64(len(c.ops)))
+		args = append(args, int64(len(c.ops)))
 		for _, op := range c.ops {
 			t := op.Table.(*table)
 			rk := t.prefix + op.Key
@@ -275,38 +283,15 @@ func (s *Store) encode(calls []*call) (keys []string, args []any) {
 				}
 			}
 			pi := slices.Index(tables, t) + 1
-			if pi == 0 {
-				tables = append(tables, t)
-				pi = len(tables)
-			}
 			var sec, ns int64
 			if s.cfg.callerTime {
 				sec, ns = op.Now/1e9, op.Now%1e9
 			}
-			ops = append(ops, int64(op.Kind), int64(ki), int64(pi), sec, ns, op.N)
-			ops = appendExtra(ops, op, t)
+			args = append(args, int64(op.Kind), int64(ki), int64(pi), sec, ns, op.N)
+			args = appendExtra(args, op, t)
 		}
 	}
-	args = make([]any, 0, 3+len(tables)+len(ops))
-	args = append(args, s.modeArg, s.minTTLArg, int64(len(tables)))
-	for _, t := range tables {
-		args = append(args, t.wireArg)
-	}
-	return keys, append(args, ops...)
-}
-
-// encodeOne is encode for a lone op, with fewer allocations.
-func (s *Store) encodeOne(op *floodgate.Op) (keys []string, args []any) {
-	t := op.Table.(*table)
-	var sec, ns int64
-	if s.cfg.callerTime {
-		sec, ns = op.Now/1e9, op.Now%1e9
-	}
-	args = make([]any, 0, 12+refundFields-6)
-	args = append(args, s.modeArg, s.minTTLArg, int64(1), t.wireArg, int64(1), int64(1),
-		int64(op.Kind), int64(1), int64(1), sec, ns, op.N)
-	args = appendExtra(args, op, t)
-	return []string{t.prefix + op.Key}, args
+	return keys, args
 }
 
 // appendExtra appends the arguments that follow N for op's kind.
@@ -329,14 +314,16 @@ const refundFields = 11
 
 // decode sets the ops of calls from the script's reply.
 func (s *Store) decode(calls []*call, res any, err error) {
+	fail := func(err error) {
+		for _, c := range calls {
+			c.err = err
+		}
+	}
 	if err != nil {
 		if strings.Contains(err.Error(), "floodgate: corrupt") {
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
-		err = fmt.Errorf("redisstore: %w", err)
-		for _, c := range calls {
-			c.err = err
-		}
+		fail(fmt.Errorf("redisstore: %w", err))
 		return
 	}
 	reply, _ := res.([]any)
@@ -345,19 +332,13 @@ func (s *Store) decode(calls []*call, res any, err error) {
 		nops += len(c.ops)
 	}
 	if len(reply) != 2+opFields*nops {
-		err = fmt.Errorf("redisstore: %w: a reply of %d values for %d ops", ErrCorrupt, len(reply), nops)
-		for _, c := range calls {
-			c.err = err
-		}
+		fail(fmt.Errorf("redisstore: %w: a reply of %d values for %d ops", ErrCorrupt, len(reply), nops))
 		return
 	}
 	var p replyParser
 	serverNow := p.int(reply[0])*1e9 + p.int(reply[1])
 	if p.err != nil {
-		err = fmt.Errorf("redisstore: %w: %v", ErrCorrupt, p.err)
-		for _, c := range calls {
-			c.err = err
-		}
+		fail(fmt.Errorf("redisstore: %w: %v", ErrCorrupt, p.err))
 		return
 	}
 	r := reply[2:]

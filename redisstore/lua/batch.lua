@@ -255,27 +255,21 @@ local function commit(key, s, mode, minTTL)
       redis.call('HSET', key, unpack(set))
       redis.call(cmd == 'PXAT' and 'PEXPIREAT' or 'PEXPIRE', key, string.format('%d', ms))
     else
-      local v
-      if s.th == 0 then
-        v = string.format('%d %d %d %d', p.alg, s.tl, s.x, s.y)
-      else
-        v = string.format('%d %d%09d %d %d', p.alg, s.th, s.tl, s.x, s.y)
-      end
-      redis.call('SET', key, v, cmd, string.format('%d', ms))
+      redis.call('SET', key, string.format('%d %s %d %d', p.alg, pstr(s.th, s.tl), s.x, s.y), cmd, string.format('%d', ms))
     end
   end
 end
 
 -- touch marks state s, of key index k, changed at (nh, nl): at once in a
--- group of one op (which changes nothing unless carried out), else in g,
--- the group's changes, which count once the group is carried out.
-local function touch(g, s, k, nh, nl)
-  if g == nil then
+-- group of one op (which changes nothing unless carried out), else in
+-- changes, the group's, which count once the group is carried out.
+local function touch(changes, s, k, nh, nl)
+  if changes == nil then
     s.dirty, s.lh, s.ll = true, nh, nl
     return
   end
-  local n = g.n + 1
-  g.n, g.k[n], g.h[n], g.l[n] = n, k, nh, nl
+  local n = changes.n + 1
+  changes.n, changes.k[n], changes.h[n], changes.l[n] = n, k, nh, nl
 end
 
 -- SMALL maps the decimal strings of 0 to 1023 to their numbers, which run
@@ -325,14 +319,14 @@ local function run(KEYS, ARGV)
 
   local ngroups = int(ARGV[i])
   i = i + 1
-  for g = 1, ngroups do
+  for _ = 1, ngroups do
     local nops = int(ARGV[i])
     i = i + 1
-    local undo, denied, g = nil, false, nil
+    local undo, denied, changes = nil, false, nil
     if nops > 1 then
       undo = {}
       multi = multi or {k = {}, h = {}, l = {}}
-      multi.n, g = 0, multi
+      multi.n, changes = 0, multi
     end
     for o = 1, nops do
       local kind, k, p = int(ARGV[i]), int(ARGV[i + 1]), policies[int(ARGV[i + 2])]
@@ -392,9 +386,9 @@ local function run(KEYS, ARGV)
                 wait = pdiff(sh, sl, nh, nl) or sub(pbig(sh, sl), pbig(nh, nl))
               end
             end
-            touch(g, s, k, nh, nl)
+            touch(changes, s, k, nh, nl)
           end
-          if settle(p, s, nh, nl) then touch(g, s, k, nh, nl) end
+          if settle(p, s, nh, nl) then touch(changes, s, k, nh, nl) end
         end
       elseif kind == 3 then
         local st = {ah = int(ARGV[i]), al = int(ARGV[i + 1]),
@@ -402,10 +396,10 @@ local function run(KEYS, ARGV)
         i = i + 5
         refund(p, s, st, nh, nl, n)
         settle(p, s, nh, nl)
-        touch(g, s, k, nh, nl)
+        touch(changes, s, k, nh, nl)
       else
         initial(p, s)
-        touch(g, s, k, nh, nl)
+        touch(changes, s, k, nh, nl)
       end
       local r = nr
       nr = nr + 7
@@ -423,10 +417,10 @@ local function run(KEYS, ARGV)
     end
     if denied and undo then
       for k, s in pairs(undo) do states[k] = s end
-    elseif g and not denied then
-      for j = 1, g.n do
-        local s = states[g.k[j]]
-        s.dirty, s.lh, s.ll = true, g.h[j], g.l[j]
+    elseif changes and not denied then
+      for j = 1, changes.n do
+        local s = states[changes.k[j]]
+        s.dirty, s.lh, s.ll = true, changes.h[j], changes.l[j]
       end
     end
   end
