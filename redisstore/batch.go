@@ -239,9 +239,12 @@ func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][
 // Numbers go as int64s, which go-redis writes in decimal without a string
 // of their own (and boxes without allocating below 256); in server mode
 // the ops' times, unused, go as zeros. The policies come first in the
-// arguments, so a first pass finds them; a lone op costs three
-// allocations (keys, arguments, its Redis key).
+// arguments, so a first pass finds them. A lone decision goes in the
+// script's short form (encodeOne).
 func (s *Store) encode(calls []*call) (keys []string, args []any) {
+	if len(calls) == 1 && len(calls[0].ops) == 1 && calls[0].ops[0].Kind == floodgate.OpDecide {
+		return s.encodeOne(calls[0].ops[0])
+	}
 	nops := 0
 	var seen [4]*table
 	tables := seen[:0]
@@ -293,6 +296,20 @@ func (s *Store) encode(calls []*call) (keys []string, args []any) {
 	}
 	return keys, args
 }
+
+// encodeOne writes the arguments of one decision alone, the commonest
+// call, in the script's short form (one in lua/batch.lua).
+func (s *Store) encodeOne(op *floodgate.Op) (keys []string, args []any) {
+	t := op.Table.(*table)
+	keys = []string{t.prefix + op.Key}
+	if !s.cfg.callerTime {
+		return keys, []any{oneServerArg, t.wireArg, op.N}
+	}
+	return keys, []any{oneCallerArg, s.minTTLArg, t.wireArg, op.N, op.Now / 1e9, op.Now % 1e9}
+}
+
+// The first argument of the short form, boxed once.
+var oneServerArg, oneCallerArg any = "S", "C"
 
 // appendExtra appends the arguments that follow N for op's kind.
 func appendExtra(args []any, op *floodgate.Op, t *table) []any {

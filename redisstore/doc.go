@@ -45,8 +45,11 @@
 // # Keys
 //
 // Key K of a limiter named NAME lives at the Redis key PREFIX + NAME + ":"
-// + K (see Store.Table for escaping), a string "ALG T X Y" for the bucket
-// and window algorithms and a hash of entries for sliding-log. A key
+// + K (see Store.Table for escaping): for the bucket and window
+// algorithms a string of 33 bytes, the algorithm as a byte and then four
+// little-endian doubles, each an integer (T's seconds and nanoseconds, X,
+// Y: lua/batch.lua says what they hold), which the script packs and
+// unpacks in C; for sliding-log a hash of entries. A key
 // expires exactly when its state has drained (algo.Policy.ResetAt): with
 // Redis's clock, at that instant (PXAT, rounded up to the millisecond);
 // with the caller's, that long after its last write. No key is left over.

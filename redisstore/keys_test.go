@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -34,12 +37,10 @@ func TestExpiryIsExactWithServerTime(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: GET %s: %v", policy, key, err)
 		}
-		f := strings.Fields(v)
-		if len(f) != 4 || f[0] != strconv.Itoa(int(p.Algorithm())) {
+		alg, start, x, _, ok := decodeState(v)
+		if !ok || alg != p.Algorithm() {
 			t.Fatalf("%s: state %q, want ALG T X Y", policy, v)
 		}
-		start, _ := strconv.ParseInt(f[1], 10, 64)
-		x, _ := strconv.ParseInt(f[2], 10, 64)
 		var resetAt int64 // algo.Policy.ResetAt of the stored state
 		switch p.Algorithm() {
 		case floodgate.AlgTokenBucket:
@@ -64,6 +65,34 @@ func TestExpiryIsExactWithServerTime(t *testing.T) {
 			t.Errorf("%s: ResetAfter %v, but the state drains in %v by Redis's clock", policy, d.ResetAfter, left)
 		}
 	}
+}
+
+// decodeState reads a bucket's or window's state as the script writes it
+// (lua/batch.lua): ALG as a byte, then T's seconds and nanoseconds, X and
+// Y as little-endian doubles, each an integer.
+func decodeState(v string) (alg algo.Algorithm, t, x, y int64, ok bool) {
+	if len(v) != 33 {
+		return 0, 0, 0, 0, false
+	}
+	f := func(i int) int64 {
+		d := math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[1+8*i:])))
+		if d != math.Trunc(d) || d < 0 || d >= 1<<53 {
+			ok = false
+		}
+		return int64(d)
+	}
+	ok = true
+	sec, ns := f(0), f(1)
+	return algo.Algorithm(v[0]), sec*1e9 + ns, f(2), f(3), ok && ns < 1e9
+}
+
+// encodeState is decodeState's inverse, for writing states by hand.
+func encodeState(alg byte, fields ...float64) string {
+	b := []byte{alg}
+	for _, d := range fields {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d))
+	}
+	return string(b)
 }
 
 // redisKey is where s keeps key of the limiter named by p's string.
@@ -289,14 +318,28 @@ func TestScriptFlushAndCorruptState(t *testing.T) {
 			t.Fatalf("%s after SCRIPT FLUSH and FUNCTION FLUSH: %+v %v", policy, d, err)
 		}
 		key := redisstore.KeyOf(tb, "bad")
+		bad := []string{"garbage"}
 		if strings.HasPrefix(policy, "sliding-log") {
 			c.HSet(ctx, key, "h", "0", "c", "1", "u", "1", "0", "not an entry")
+			bad = []string{""}
 		} else {
-			c.Set(ctx, key, "garbage", 0)
+			// Text, or 33 bytes that are no state: an unknown algorithm, a
+			// NaN, a negative count, a fraction, nanoseconds past a second.
+			bad = append(bad, "1 1000000000 0 0", encodeState(9, 1, 0, 0, 0), encodeState(1, math.NaN(), 0, 0, 0),
+				encodeState(1, 1, 0, -1, 0), encodeState(1, 1, 0.5, 0, 0), encodeState(1, 1, 1e9, 0, 0),
+				encodeState(1, 1, 0, 0, 0)[:32])
 		}
-		_, err := tb.Decide(ctx, "bad", 1e9, 1)
-		if !errors.Is(err, redisstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
-			t.Errorf("%s: corrupt state gave %v", policy, err)
+		for _, v := range bad {
+			if v != "" {
+				c.Set(ctx, key, v, 0)
+			}
+			_, err := tb.Decide(ctx, "bad", 1e9, 1)
+			if !errors.Is(err, redisstore.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+				t.Errorf("%s: corrupt state %q gave %v", policy, v, err)
+			}
+			if got, _ := c.Get(ctx, key).Result(); v != "" && got != v {
+				t.Errorf("%s: corrupt state %q became %q", policy, v, got)
+			}
 		}
 		if d, err := tb.Decide(ctx, "k", 1e9, 0); err != nil || d.Remaining != 4 {
 			t.Errorf("%s: the good key after the error: %+v %v", policy, d, err)

@@ -9,6 +9,9 @@
 --   KIND KEYINDEX POLICYINDEX NOW_S NOW_NS N, where the op's time is
 --   NOW_S*10^9 + NOW_NS ns; then MAXWAIT for a schedule (kind 2), and
 --   AT_S AT_NS TAT_S TAT_NS FRAC (its stamp) for a refund (kind 3).
+-- A call of one decision (kind 1) alone, the commonest, may instead come
+--   in a short form, which one reads: 'S' POLICY N on Redis's clock, or
+--   'C' MINTTL_MS POLICY N NOW_S NOW_NS on the caller's.
 -- The reply: the time used in server mode as S NS (0 0 in caller mode),
 --   then for each op CODE REMAINING RETRY RESET AT-NOW TAT-NOW FRAC: CODE
 --   1 admitted, 0 denied, 2 denied for a cost above the burst; durations
@@ -30,6 +33,14 @@ local function clone(s)
   return c
 end
 
+-- A bucket's or window's state is a string of 33 bytes: ALG as a byte,
+-- then T's seconds and nanoseconds, X and Y as doubles (little-endian
+-- IEEE 754), every one an integer below 2^53. Redis's struct library packs
+-- and unpacks it in C, far faster than Lua formats and parses decimals.
+local STATE, STATELEN = '<Bdddd', 33
+-- struct.pack and struct.unpack, which run sets (see floor).
+local spack, sunpack
+
 -- load reads key's state; v is its string value, read beforehand.
 local function load(key, p, v)
   if p.alg == LOG then
@@ -38,10 +49,15 @@ local function load(key, p, v)
     return {key = key, head = tonumber(v[1]), c = tonumber(v[2]), u = tonumber(v[3]), ov = {}, base = {}}
   end
   if v then
-    local a, t, x, y = string.match(v, '^(%d) (%d+) (%d+) (%d+)$')
-    if a == nil then error('floodgate: corrupt state at ' .. key) end
-    local th, tl = pparse(t)
-    return {alg = tonumber(a), th = th, tl = tl, x = tonumber(x), y = tonumber(y)}
+    local a, th, tl, x, y
+    if #v == STATELEN then a, th, tl, x, y = sunpack(STATE, v) end
+    -- Anything else, or NaNs, fractions, negatives, is not a state the
+    -- store wrote.
+    if a == nil or a < TOKEN or a > FIXED or not (th >= 0 and tl >= 0 and tl < G and x >= 0 and y >= 0 and
+        th % 1 == 0 and tl % 1 == 0 and x % 1 == 0 and y % 1 == 0) then
+      error('floodgate: corrupt state at ' .. key)
+    end
+    return {alg = a, th = th, tl = tl, x = x, y = y}
   end
   return {alg = 0, th = 0, tl = 0, x = 0, y = 0}
 end
@@ -170,6 +186,29 @@ local function settle(p, s, nh, nl)
   return true
 end
 
+-- admitted finishes an op that admitted n at (ah, al), deciding at
+-- (nh, nl) after waiting wait: it returns whether s changed, and the
+-- reply's AT-NOW, TAT-NOW and FRAC.
+local function admitted(p, s, n, nh, nl, ah, al, wait)
+  if n > 0 and (p.alg == TOKEN or p.alg == LEAKY) then
+    -- The event counts from (ah, al), and the TAT it leaves is after now,
+    -- so the key has not drained: nothing to settle.
+    return true, wait, pdiff(s.th, s.tl, nh, nl) or sub(pbig(s.th, s.tl), pbig(nh, nl)), s.x
+  end
+  local changed = false
+  if n > 0 then
+    local sh, sl = stampAt(p, s, ah, al)
+    if type(wait) ~= 'table' and wait == 0 then
+      -- AT - now: the event counts from a later instant than now when the
+      -- clock stepped back.
+      wait = pdiff(sh, sl, nh, nl) or sub(pbig(sh, sl), pbig(nh, nl))
+    end
+    changed = true
+  end
+  if settle(p, s, nh, nl) then changed = true end
+  return changed, wait, 0, 0
+end
+
 -- out turns a duration into a reply value.
 local function out(d)
   if d == nil then return -1 end
@@ -255,7 +294,7 @@ local function commit(key, s, mode, minTTL)
       redis.call('HSET', key, unpack(set))
       redis.call(cmd == 'PXAT' and 'PEXPIREAT' or 'PEXPIRE', key, string.format('%d', ms))
     else
-      redis.call('SET', key, string.format('%d %s %d %d', p.alg, pstr(s.th, s.tl), s.x, s.y), cmd, string.format('%d', ms))
+      redis.call('SET', key, spack(STATE, p.alg, s.th, s.tl, s.x, s.y), cmd, string.format('%d', ms))
     end
   end
 end
@@ -278,12 +317,65 @@ end
 local SMALL = {}
 local function int(v) return SMALL[v] or tonumber(v) end
 
--- run carries out one call of the script: KEYS and ARGV as above.
+-- put writes an op's seven reply values after reply[r].
+local function put(reply, r, ok, err, rem, retry, reset, wait, tat, frac)
+  if err == 1 then
+    reply[r + 1] = 2
+  else
+    reply[r + 1] = ok and 1 or 0
+  end
+  reply[r + 2] = rem
+  reply[r + 3] = out(retry)
+  reply[r + 4] = out(reset)
+  reply[r + 5] = out(wait)
+  reply[r + 6] = out(tat)
+  reply[r + 7] = frac
+end
+
+-- one carries out a call in the short form (see above), deciding exactly
+-- as run does, with less work: Redis runs a script's Lua in one thread, so
+-- every call it saves is time for other clients' commands.
+local function one(KEYS, ARGV)
+  local key = KEYS[1]
+  local mode, minTTL, p, n, nh, nl, sh, sl -- sh, sl: Redis's clock, for the reply
+  if ARGV[1] == 'S' then
+    mode, minTTL, p, n = 's', 0, policy(ARGV[2]), int(ARGV[3])
+    local t = redis.call('TIME')
+    nh, nl = tonumber(t[1]), tonumber(t[2]) * 1000
+    sh, sl = nh, nl
+  else
+    mode, minTTL, p, n = 'c', int(ARGV[2]), policy(ARGV[3]), int(ARGV[4])
+    nh, nl = tonumber(ARGV[5]), tonumber(ARGV[6])
+    sh, sl = 0, 0
+  end
+  local v
+  if p.alg ~= LOG then v = redis.call('MGET', key)[1] end
+  local s = load(key, p, v)
+  s.p = p
+  local ok, rem, retry, reset, err = decide(p, s, nh, nl, n)
+  local code, wait, tat, frac = 0, 0, 0, 0
+  if ok then
+    local changed
+    code = 1
+    changed, wait, tat, frac = admitted(p, s, n, nh, nl, nh, nl, 0)
+    if changed then
+      s.lh, s.ll = nh, nl
+      commit(key, s, mode, minTTL)
+    end
+  elseif err == 1 then
+    code = 2
+  end
+  return {sh, sl, code, rem, out(retry), out(reset), out(wait), out(tat), frac}
+end
+
+-- run carries out one call of the script: KEYS and ARGV as above, in
+-- either form.
 local function run(KEYS, ARGV)
   if floor == nil then
-    floor, ceil = math.floor, math.ceil
+    floor, ceil, spack, sunpack = math.floor, math.ceil, struct.pack, struct.unpack
     for v = 0, 1023 do SMALL[tostring(v)] = v end
   end
+  if ARGV[1] == 'S' or ARGV[1] == 'C' then return one(KEYS, ARGV) end
   local mode, minTTL = ARGV[1], int(ARGV[2])
   local i = 3
   local policies = {}
@@ -375,20 +467,9 @@ local function run(KEYS, ARGV)
         if not ok then
           denied = true
         else
-          if n > 0 then
-            local sh, sl = stampAt(p, s, ah, al)
-            if p.alg == TOKEN or p.alg == LEAKY then
-              tat, frac = pdiff(s.th, s.tl, nh, nl) or sub(pbig(s.th, s.tl), pbig(nh, nl)), s.x
-            else
-              -- AT - now: the event counts from a later instant than now
-              -- when the clock stepped back.
-              if type(wait) ~= 'table' and wait == 0 then
-                wait = pdiff(sh, sl, nh, nl) or sub(pbig(sh, sl), pbig(nh, nl))
-              end
-            end
-            touch(changes, s, k, nh, nl)
-          end
-          if settle(p, s, nh, nl) then touch(changes, s, k, nh, nl) end
+          local changed
+          changed, wait, tat, frac = admitted(p, s, n, nh, nl, ah, al, wait)
+          if changed then touch(changes, s, k, nh, nl) end
         end
       elseif kind == 3 then
         local st = {ah = int(ARGV[i]), al = int(ARGV[i + 1]),
@@ -401,19 +482,8 @@ local function run(KEYS, ARGV)
         initial(p, s)
         touch(changes, s, k, nh, nl)
       end
-      local r = nr
+      put(reply, nr, ok, err, rem, retry, reset, wait, tat, frac)
       nr = nr + 7
-      if err == 1 then
-        reply[r + 1] = 2
-      else
-        reply[r + 1] = ok and 1 or 0
-      end
-      reply[r + 2] = rem
-      reply[r + 3] = out(retry)
-      reply[r + 4] = out(reset)
-      reply[r + 5] = out(wait)
-      reply[r + 6] = out(tat)
-      reply[r + 7] = frac
     end
     if denied and undo then
       for k, s in pairs(undo) do states[k] = s end
