@@ -3,7 +3,6 @@ package floodgate
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -162,38 +161,14 @@ func (m *MemoryStore) Apply(ctx context.Context, ops []Op) error {
 		p := t.t.Policy()
 		s, _ := t.t.Load(h, op.Key)
 		undos = append(undos, undo{t, h, op.Key, s.Clone()})
-		stamp := op.Stamp
-		op.Err, op.At, op.Stamp, op.Decision = nil, 0, algo.Stamp{}, algo.Decision{}
-		var err error
-		switch op.Kind {
-		case OpDecide:
-			op.Decision, err = p.Decide(&s, op.Now, op.N)
-			op.At = op.Now
-		case OpSchedule:
-			op.Decision, op.At, err = p.Schedule(&s, op.Now, op.N, int64(op.MaxWait))
-		case OpRefund:
-			err = p.Refund(&s, stamp, op.Now, op.N)
-		case OpReset:
-			s = algo.State{}
-		default:
-			err = fmt.Errorf("floodgate: op %d: unknown kind %d", i, op.Kind)
-		}
-		if errors.Is(err, ErrCostExceedsBurst) {
-			op.Err, err = err, nil
-		}
+		ok, err := op.Carry(p, &s)
 		if err != nil {
 			rollback()
 			return fmt.Errorf("floodgate: op %d on %q: %w", i, op.Key, err)
 		}
-		if op.Kind == OpDecide || op.Kind == OpSchedule {
-			if !op.Decision.Allowed {
-				denied = true
-				continue
-			}
-			if op.N > 0 {
-				op.Stamp = p.StampOf(&s, op.At)
-				op.At = op.Stamp.At
-			}
+		if !ok {
+			denied = true
+			continue
 		}
 		t.t.Store(h, op.Key, s, op.Now)
 	}

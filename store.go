@@ -2,6 +2,8 @@ package floodgate
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -80,4 +82,41 @@ type Op struct {
 	Decision algo.Decision // OpDecide, OpSchedule
 	At       int64         // OpSchedule: the instant the caller may act
 	Err      error         // a denial's reason, such as ErrCostExceedsBurst
+}
+
+// Carry carries out op on s, the state of op's key under p, as every
+// Store's Apply does for each of its ops: it sets op's outputs (Decision,
+// At, Stamp, Err) and reports whether the op went through, false only for
+// a denied OpDecide or OpSchedule, which leaves s as it was (the caller
+// then undoes the batch's other ops). An error (a bad time or cost, an
+// unknown kind) means nothing was carried out; s may have changed and is
+// to be discarded.
+func (op *Op) Carry(p *algo.Policy, s *algo.State) (ok bool, err error) {
+	stamp := op.Stamp
+	op.Err, op.At, op.Stamp, op.Decision = nil, 0, algo.Stamp{}, algo.Decision{}
+	switch op.Kind {
+	case OpDecide:
+		op.Decision, err = p.Decide(s, op.Now, op.N)
+		op.At = op.Now
+	case OpSchedule:
+		op.Decision, op.At, err = p.Schedule(s, op.Now, op.N, int64(op.MaxWait))
+	case OpRefund:
+		return true, p.Refund(s, stamp, op.Now, op.N)
+	case OpReset:
+		*s = algo.State{}
+		return true, nil
+	default:
+		return false, fmt.Errorf("unknown op kind %d", op.Kind)
+	}
+	if errors.Is(err, ErrCostExceedsBurst) {
+		op.Err, err = err, nil
+	}
+	if err != nil || !op.Decision.Allowed {
+		return false, err
+	}
+	if op.N > 0 {
+		op.Stamp = p.StampOf(s, op.At)
+		op.At = op.Stamp.At
+	}
+	return true, nil
 }
