@@ -103,6 +103,9 @@ func (op *Op) Carry(p *algo.Policy, s *algo.State) (ok bool, err error) {
 	case OpRefund:
 		return true, p.Refund(s, stamp, op.Now, op.N)
 	case OpReset:
+		if op.Now < 0 || op.Now > algo.MaxTime {
+			return false, fmt.Errorf("%w: %d ns is outside [0, %d]", ErrInvalidTime, op.Now, int64(algo.MaxTime))
+		}
 		*s = algo.State{}
 		return true, nil
 	default:
