@@ -2,6 +2,9 @@
 // floodgate command's --store flag and configuration files take:
 //
 //	memory                                   this process's memory (the default)
+//	file:PATH                                a file that processes share, taking
+//	                                         turns (PATH relative or absolute;
+//	                                         also file:///ABSOLUTE/PATH)
 //	redis://[USER:PASSWORD@]HOST:PORT[/DB]   one Redis server (rediss:// for TLS)
 //	unix://[USER:PASSWORD@]/PATH[?db=DB]     one Redis server on a unix socket
 //	redis-cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]
@@ -13,7 +16,9 @@
 // The Redis forms take the query parameter prefix=P, the start of every
 // Redis key the store writes (redisstore.WithPrefix), and redis:// and
 // unix:// also go-redis's own parameters (dial_timeout, read_timeout,
-// pool_size and the others of redis.ParseURL).
+// pool_size and the others of redis.ParseURL). The file form opens
+// filestore.Open's store with its defaults; PATH is taken as it is,
+// without percent-decoding, except in the file:/// form, which is a URL.
 package storeurl
 
 import (
@@ -21,10 +26,13 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -34,8 +42,10 @@ import (
 var ErrInvalidURL = errors.New("invalid store URL")
 
 // Open returns the store rawURL names, and a Closer that releases what it
-// holds (a Redis client's connections). extra options apply to a Redis
-// store after the URL's own.
+// holds (a Redis client's connections, a file store). extra options apply
+// to a Redis store after the URL's own. A file store's file is created
+// when missing, and a file that others hold is waited for as
+// filestore.Open says.
 func Open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer, error) {
 	scheme, _, _ := strings.Cut(rawURL, ":")
 	var client redis.UniversalClient
@@ -46,6 +56,16 @@ func Open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer
 			return nil, nil, fmt.Errorf("%w: %q: memory takes no address", ErrInvalidURL, rawURL)
 		}
 		return floodgate.NewMemoryStore(0), io.NopCloser(nil), nil
+	case "file":
+		path, err := filePath(rawURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := filestore.Open(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s, nil
 	case "redis", "rediss", "unix":
 		rest, prefix, err := takePrefix(rawURL)
 		if err != nil {
@@ -66,7 +86,7 @@ func Open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer
 			opts = append(opts, redisstore.WithPrefix(prefix))
 		}
 	default:
-		return nil, nil, fmt.Errorf("%w: %q: want memory, redis://HOST:PORT[/DB], unix:///PATH, redis-cluster://HOST:PORT[,HOST:PORT...] or redis-sentinel://MASTER@HOST:PORT[,...]", ErrInvalidURL, rawURL)
+		return nil, nil, fmt.Errorf("%w: %q: want memory, file:PATH, redis://HOST:PORT[/DB], unix:///PATH, redis-cluster://HOST:PORT[,HOST:PORT...] or redis-sentinel://MASTER@HOST:PORT[,...]", ErrInvalidURL, rawURL)
 	}
 	s, err := redisstore.New(client, append(opts, extra...)...)
 	if err != nil {
@@ -74,6 +94,36 @@ func Open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer
 		return nil, nil, err
 	}
 	return s, client, nil
+}
+
+// filePath returns the path of a file: URL: file:PATH, PATH as it is, or
+// file:///PATH (file://localhost/PATH), a URL whose path is absolute and
+// percent-decoded.
+func filePath(raw string) (string, error) {
+	rest, ok := strings.CutPrefix(raw, "file:")
+	if !strings.HasPrefix(rest, "//") {
+		if !ok || rest == "" {
+			return "", fmt.Errorf("%w: %q: no path: want file:PATH or file:///ABSOLUTE/PATH", ErrInvalidURL, raw)
+		}
+		return rest, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %w", ErrInvalidURL, raw, err)
+	}
+	switch {
+	case u.Host != "" && u.Host != "localhost":
+		return "", fmt.Errorf("%w: %q: a file on host %q: want file:PATH or file:///ABSOLUTE/PATH", ErrInvalidURL, raw, u.Host)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", fmt.Errorf("%w: %q: a file URL takes no user, query or fragment", ErrInvalidURL, raw)
+	case u.Path == "" || u.Path == "/":
+		return "", fmt.Errorf("%w: %q: no path: want file:PATH or file:///ABSOLUTE/PATH", ErrInvalidURL, raw)
+	}
+	path := u.Path
+	if runtime.GOOS == "windows" && len(path) >= 3 && path[0] == '/' && path[2] == ':' {
+		path = path[1:] // file:///C:/dir/state.db
+	}
+	return filepath.FromSlash(path), nil
 }
 
 // takePrefix removes the prefix parameter from a redis:// or unix:// URL,

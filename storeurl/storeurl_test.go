@@ -3,10 +3,13 @@ package storeurl_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/storeurl"
@@ -20,6 +23,8 @@ func TestBadURLs(t *testing.T) {
 		"redis://localhost/notanumber", "redis-cluster://", "redis-cluster://a", "redis-cluster://a:1,b",
 		"redis-cluster://a:99999", "redis-cluster://a:1/3", "redis-cluster://a:1?bogus=1",
 		"redis-sentinel://a:1", "redis-sentinel://m@a:1/x", "redis-sentinel://m@", "redis-cluster://a:1?%zz",
+		"file:", "file://", "file:///", "file://host/x.db", "file://relative.db", "file:///x.db?q=1", "file:///x%zz.db",
+		"file://u@localhost/x.db", "file:///x.db#f",
 	} {
 		s, c, err := storeurl.Open(raw)
 		if err == nil {
@@ -37,6 +42,9 @@ func TestBadURLs(t *testing.T) {
 }
 
 func TestForms(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // for the relative file paths
+
 	for _, c := range []struct{ raw, store, prefix string }{
 		{"memory", "*floodgate.MemoryStore", ""},
 		{"redis://localhost:6379/2", "*redisstore.Store", "floodgate:"},
@@ -46,7 +54,15 @@ func TestForms(t *testing.T) {
 		{"redis-cluster://user:pa%40ss@a:7000", "*redisstore.Store", "floodgate:"},
 		{"redis-sentinel://mymaster@a:26379,b:26379/3", "*redisstore.Store", "floodgate:"},
 		{"redis-sentinel://u:p@mymaster@a:26379", "*redisstore.Store", "floodgate:"},
+		{"file:state.db", "*filestore.Store", "state.db"},
+		{"file:sub dir/../a%20b.db", "*filestore.Store", "sub dir/../a%20b.db"},
+		{"file:" + filepath.Join(dir, "abs.db"), "*filestore.Store", filepath.Join(dir, "abs.db")},
+		{"file://" + filepath.ToSlash(filepath.Join(dir, "url.db")), "*filestore.Store", filepath.Join(dir, "url.db")},
+		{"file://localhost" + filepath.ToSlash(filepath.Join(dir, "a%20b.db")), "*filestore.Store", filepath.Join(dir, "a b.db")},
 	} {
+		if strings.Contains(c.prefix, "sub dir") {
+			os.Mkdir("sub dir", 0o777)
+		}
 		s, closer, err := storeurl.Open(c.raw)
 		if err != nil {
 			t.Errorf("%q: %v", c.raw, err)
@@ -54,6 +70,15 @@ func TestForms(t *testing.T) {
 		}
 		if got := typeName(s); got != c.store {
 			t.Errorf("%q: %s, want %s", c.raw, got, c.store)
+		}
+		if fs, ok := s.(*filestore.Store); ok {
+			// c.prefix is the file's path.
+			if fs.Path() != c.prefix {
+				t.Errorf("%q: path %q, want %q", c.raw, fs.Path(), c.prefix)
+			}
+			if _, err := os.Stat(c.prefix); err != nil {
+				t.Errorf("%q: %v", c.raw, err)
+			}
 		}
 		if rs, ok := s.(*redisstore.Store); ok {
 			tb, _ := rs.Table("n", floodgate.MustParsePolicy("token-bucket 1/1s"))
@@ -71,6 +96,8 @@ func typeName(s floodgate.Store) string {
 		return "*floodgate.MemoryStore"
 	case *redisstore.Store:
 		return "*redisstore.Store"
+	case *filestore.Store:
+		return "*filestore.Store"
 	}
 	return "?"
 }
@@ -82,6 +109,7 @@ func TestRealServers(t *testing.T) {
 	if cl := redistest.SharedCluster(t); cl != nil {
 		urls = append(urls, "redis-cluster://"+strings.Join(cl.Addrs(), ",")+"?prefix=storeurl-test:")
 	}
+	urls = append(urls, "file:"+filepath.Join(t.TempDir(), "state.db"))
 	for _, raw := range urls {
 		s, closer, err := storeurl.Open(raw)
 		if err != nil {
@@ -100,10 +128,18 @@ func TestRealServers(t *testing.T) {
 
 func FuzzOpen(f *testing.F) {
 	for _, s := range []string{"memory", "redis://localhost:6379/0?prefix=a", "redis-cluster://a:1,b:2?prefix=x",
-		"redis-sentinel://u:p@m@a:1/2", "unix:///tmp/s?db=1"} {
+		"redis-sentinel://u:p@m@a:1/2", "unix:///tmp/s?db=1", "file:state.db", "file:///tmp/state.db", "file://localhost/x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
+		if strings.HasPrefix(raw, "file:") {
+			// Files are made only in a directory of the test's own.
+			path, err := storeurl.FilePath(raw)
+			if err == nil && !filepath.IsLocal(path) {
+				return
+			}
+			t.Chdir(t.TempDir())
+		}
 		s, c, err := storeurl.Open(raw)
 		if err != nil {
 			if s != nil || c != nil {

@@ -7,6 +7,8 @@
 //
 // The commands are:
 //
+//	check      decide one event for a shell script (exit status 0 or 1)
+//	filter     pass the lines of standard input that a limit admits
 //	simulate   replay a trace through a policy with simulated time
 //
 // Run "floodgate COMMAND -h" for a command's usage.
@@ -36,6 +38,8 @@ type command struct {
 }
 
 var commands = []command{
+	{"check", "decide one event for a shell script (exit status 0 or 1)", runCheck},
+	{"filter", "pass the lines of standard input that a limit admits", runFilter},
 	{"simulate", "replay a trace through a policy with simulated time", runSimulate},
 }
 

@@ -2,9 +2,51 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/floodgate/floodgate/internal/redistest"
 )
+
+func TestMain(m *testing.M) {
+	redistest.Main(m)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+}
+
+var (
+	binOnce sync.Once
+	binDir  string // holds the floodgate binary that the tests built
+	binErr  error
+)
+
+// floodgateBinary builds the floodgate command once per test binary, for
+// the tests that run it as a shell script would, and returns its path.
+func floodgateBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "floodgate-test-bin")
+		if binErr != nil {
+			return
+		}
+		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+		out, err := exec.Command(goTool, "build", "-o", filepath.Join(binDir, "floodgate"), ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return filepath.Join(binDir, "floodgate")
+}
 
 func TestRun(t *testing.T) {
 	tests := []struct {
@@ -39,6 +81,8 @@ func TestUsageListsCommands(t *testing.T) {
 	const want = `Usage: floodgate COMMAND [ARGUMENTS]
 
 Commands:
+  check      decide one event for a shell script (exit status 0 or 1)
+  filter     pass the lines of standard input that a limit admits
   simulate   replay a trace through a policy with simulated time
 
 Run 'floodgate COMMAND -h' for a command's usage.

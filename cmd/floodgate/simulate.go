@@ -10,6 +10,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +24,7 @@ import (
 	"github.com/floodgate/floodgate/trace"
 )
 
-const simulateUsage = `Usage: floodgate simulate --policy POLICY [--store URL] [FILE]
+const simulateUsage = `Usage: floodgate simulate --policy POLICY [FLAGS] [FILE]
 
 Simulate replays a trace through POLICY with simulated time, to show what
 the limit would have done to that traffic. It reads FILE, or standard input
@@ -42,18 +44,67 @@ A trace has one event per line, in time order, as JSON or as text:
 t is seconds since any origin; key defaults to "" and n (the cost) to 1.
 Blank lines and lines starting with # are skipped.
 
+With --input-format clf or combined, the trace is a web server's access
+log instead, in the Common Log Format or in the Combined Log Format, which
+adds the referer and the user-agent:
+
+  127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /a.gif HTTP/1.0" 200 2326
+  127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /a.gif HTTP/1.0" 200 2326 "-" "curl/8.5.0"
+
+Each request is an event of cost 1, keyed by its client's address (see
+--key), at its bracketed time read with its zone as Unix seconds (t is
+971211336 above). Fields after the last are ignored, and blank lines
+skipped. A server stamps a request with the time it began but logs it when
+it ends, so a log's times may step back a little: a request stamped earlier
+than the latest one before it is taken at that latest time, and a note on
+standard error says how many were, and by how much at most.
+
 Flags:
-  --policy POLICY  the limit: ALGORITHM LIMIT/PERIOD [burst=B] [capacity=C],
-                   with ALGORITHM one of token-bucket, leaky-bucket,
-                   sliding-log, sliding-window, fixed-window
-  --store URL      where the keys' state is kept while the trace plays:
-                   memory (the default), redis://HOST:PORT[/DB],
-                   unix:///PATH, redis-cluster://HOST:PORT[,HOST:PORT...]
-                   or redis-sentinel://MASTER@HOST:PORT[,...]. Every store
-                   decides exactly alike, so the output is the same; Redis
-                   is decided at the trace's times, under keys of a prefix
-                   of the run's own, deleted at the end (or an hour after a
-                   run that was killed).
+  --policy POLICY    the limit: ALGORITHM LIMIT/PERIOD [burst=B] [capacity=C],
+                     with ALGORITHM one of token-bucket, leaky-bucket,
+                     sliding-log, sliding-window, fixed-window
+  --store URL        where the keys' state is kept while the trace plays:
+                     memory (the default), file:PATH, redis://HOST:PORT[/DB],
+                     unix:///PATH, redis-cluster://HOST:PORT[,HOST:PORT...]
+                     or redis-sentinel://MASTER@HOST:PORT[,...]. Every store
+                     decides exactly alike, so the output is the same; Redis
+                     is decided at the trace's times, under keys of a prefix
+                     of the run's own, deleted at the end (or an hour after a
+                     run that was killed). A file keeps the state the run
+                     ends with: a later run on the same file starts there.
+  --input-format F   the trace's format: native (the default, above), clf
+                     or combined
+  --key FIELD        with clf and combined, what a request's key is: host
+                     (the client's address, the default), user (the
+                     authenticated user, - for none), request (the request
+                     line, such as GET /a.gif HTTP/1.0) or path (the
+                     request's target up to any ?, such as /a.gif, or ""
+                     for a request line without one)
+  --summary          write a table of what the limit did to each key instead
+                     of the event lines: events, admitted, refused, units
+                     admitted and refused, the first refusal's time (a UTC
+                     date for access logs) and the longest retry_after;
+                     sorted by refused events, then events (most first),
+                     then key, and ended by a TOTAL line
+  --plot PICTURE     draw what the limit did over time to PICTURE, an SVG or
+                     PNG file by its extension (.svg or .png): a panel per
+                     key for the keys with the most events (--plot-keys),
+                     stacked on one time axis, with admitted events as green
+                     dots and refused ones as red crosses at the units in
+                     use after them (burst - remaining, or limit - remaining
+                     for the window algorithms), that level as a step line
+                     held until the key's next event or its reset, and the
+                     burst as a dashed line. The event lines, or the
+                     summary, are written too; add -q for the picture alone
+  --plot-keys N      how many keys --plot draws, 1 to 50 (default 4); ties
+                     in events go in key order
+  -q, --quiet        write no event lines (the summary is still written)
+
+The summary and the picture are written once the whole trace has been
+read, and not at all when it has an error; for the picture, every decision
+is kept in memory until then (some 32 bytes each). When standard error is a
+terminal and the trace a file of 16 MiB or more, a bar there shows how much
+has been read, and is erased at the end.
 
 Example:
   $ printf '0 alice\n1 alice\n2 alice\n2 bob\n' | floodgate simulate --policy 'sliding-log 2/10'
@@ -62,9 +113,19 @@ Example:
   {"t":2,"key":"alice","n":1,"allowed":false,"remaining":0,"retry_after":8,"reset_after":9}
   {"t":2,"key":"bob","n":1,"allowed":true,"remaining":1,"retry_after":0,"reset_after":10}
 
+  $ floodgate simulate --policy 'token-bucket 1/1s burst=3' --summary examples/traces/burst.trace
+  KEY    EVENTS  ADMITTED  REFUSED  UNITS_ADMITTED  UNITS_REFUSED  FIRST_REFUSAL  LONGEST_RETRY
+  alice  10      5         5        5               5              0.3            0.85s
+  bob    3       3         0        3               0              -              -
+  TOTAL  13      8         5        8               5              0.3            0.85s
+
 The exit status is 0 on success, 2 for a bad flag, policy, FILE or trace,
-and 1 when the decisions cannot be written or the store fails.
+and 1 when the decisions, the summary or the picture cannot be written or
+the store fails.
 `
+
+// The formats of --input-format.
+var inputFormats = []string{"native", "clf", "combined"}
 
 // runSimulate is the simulate command.
 func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -72,6 +133,14 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard) // errors and usage are printed below
 	policyText := fs.String("policy", "", "")
 	storeURL := fs.String("store", "memory", "")
+	inputFormat := fs.String("input-format", "native", "")
+	keyField := fs.String("key", "host", "")
+	summary := fs.Bool("summary", false, "")
+	plotFile := fs.String("plot", "", "")
+	plotKeys := fs.Int("plot-keys", 4, "")
+	var quiet bool
+	fs.BoolVar(&quiet, "q", false, "")
+	fs.BoolVar(&quiet, "quiet", false, "")
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "floodgate simulate: "+format+"\nRun 'floodgate simulate -h' for usage.\n", a...)
 		return exitUsage
@@ -83,6 +152,8 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return usageError("%v", err)
 	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	rest := fs.Args()
 	switch {
 	case len(rest) > 1 && strings.HasPrefix(rest[1], "-"):
@@ -96,7 +167,43 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	in := stdin
+	if !slices.Contains(inputFormats, *inputFormat) {
+		return usageError("--input-format %q: unknown format (want native, clf or combined)", *inputFormat)
+	}
+	sim := &simulation{}
+	var order *trace.InOrder
+	if *inputFormat == "native" {
+		if set["key"] {
+			return usageError("--key is for --input-format clf and combined (a native trace names its keys)")
+		}
+	} else {
+		key, ok := parseLogKey(*keyField)
+		if !ok {
+			return usageError("--key %q: unknown field (want host, user, request or path)", *keyField)
+		}
+		order = &trace.InOrder{Format: trace.AccessLog{Combined: *inputFormat == "combined", Key: key}.Parse}
+		sim.format, sim.clock = order.Parse, true
+	}
+	var plotFormatName string
+	if set["plot"] {
+		if plotFormatName, err = plotFormat(*plotFile); err != nil {
+			return usageError("%v", err)
+		}
+	}
+	switch {
+	case *plotKeys < 1 || *plotKeys > maxPlotKeys:
+		return usageError("--plot-keys %d: want 1 to %d", *plotKeys, maxPlotKeys)
+	case set["plot-keys"] && !set["plot"]:
+		return usageError("--plot-keys is for --plot")
+	}
+	if !*summary && !quiet {
+		sim.events = stdout
+	}
+	if *summary || set["plot"] {
+		sim.stats = &runStats{keepPoints: set["plot"], burst: policy.Burst()}
+	}
+
+	in, name := stdin, "standard input"
 	if len(rest) == 1 && rest[0] != "-" {
 		f, err := os.Open(rest[0])
 		if err != nil {
@@ -104,15 +211,42 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		defer f.Close()
-		in = f
+		in, name = f, filepath.Base(rest[0])
+	}
+	var picture *pendingFile
+	if set["plot"] {
+		// Fail now, not after the whole trace, when PICTURE cannot be written.
+		if picture, err = createPending(*plotFile); err != nil {
+			fmt.Fprintf(stderr, "floodgate simulate: --plot: %v\n", err)
+			return exitFailure
+		}
+		defer picture.discard()
 	}
 	tb, done, err := openSimulationStore(*storeURL, policy)
 	if err != nil {
 		return usageError("--store: %v", err)
 	}
-	err = simulate(tb, in, stdout)
+	in, endProgress := simulateProgress.withProgress(in, name, stderr, sim.events)
+	err = sim.run(tb, in)
+	endProgress()
 	if cerr := done(); err == nil && cerr != nil {
 		err = outputError{cerr}
+	}
+	if order != nil && order.Moved > 0 {
+		fmt.Fprintf(stderr, "floodgate simulate: %s\n", movedNote(order))
+	}
+	if err == nil && *summary {
+		if werr := writeSummary(stdout, sim.stats, sim.clock); werr != nil {
+			err = outputError{werr}
+		}
+	}
+	if err == nil && picture != nil {
+		err = picture.write(func(w io.Writer) error {
+			return writePlot(w, plotFormatName, sim.stats, *plotKeys, policy, sim.clock)
+		})
+		if err != nil {
+			err = outputError{fmt.Errorf("--plot: %w", err)}
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate simulate: %v\n", err)
@@ -122,6 +256,25 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitOK
+}
+
+// movedNote says how many requests InOrder moved, and by how much.
+func movedNote(o *trace.InOrder) string {
+	by := string(trace.AppendSeconds(nil, o.MaxMove)) + "s"
+	if o.Moved == 1 {
+		return "1 request was stamped earlier than a request logged before it, and taken at the latest time seen (" + by + " later)"
+	}
+	return withCommas(o.Moved) + " requests were stamped earlier than a request logged before them, and taken at the latest time seen (" + by + " later at most)"
+}
+
+// parseLogKey returns the access log field named s.
+func parseLogKey(s string) (trace.LogKey, bool) {
+	for k := trace.LogHost; k <= trace.LogPath; k++ {
+		if k.String() == s {
+			return k, true
+		}
+	}
+	return 0, false
 }
 
 // outputError is a failure to write the decisions, or any other failure
@@ -161,14 +314,35 @@ func openSimulationStore(rawURL string, p algo.Policy) (floodgate.Table, func() 
 	return tb, done, nil
 }
 
-// simulate replays the trace in in through tb, each key with its own state,
-// and writes one decision per event to out. It flushes out whenever it is
-// about to wait for input, and before it returns. An error in the trace is
-// returned as it is, after the decisions for the events before it.
+// simulate replays the trace in in, in floodgate's own format, through
+// tb, and writes one decision per event to out: the simulate command
+// without its flags.
 func simulate(tb floodgate.Table, in io.Reader, out io.Writer) error {
+	return (&simulation{events: out}).run(tb, in)
+}
+
+// simulation is what one run of the simulate command does with a trace.
+type simulation struct {
+	format trace.Format // the trace's format; nil means floodgate's own
+	clock  bool         // the trace's times are Unix times, as in an access log
+	events io.Writer    // where the decisions go as JSON lines; nil for nowhere
+	stats  *runStats    // what the run did to each key, or nil
+}
+
+// run replays the trace in in through tb, each key with its own state,
+// writes one decision per event to s.events and counts them in s.stats. It
+// flushes s.events whenever it is about to wait for input, and before it
+// returns. An error in the trace is returned as it is, after the decisions
+// for the events before it.
+func (s *simulation) run(tb floodgate.Table, in io.Reader) error {
 	ctx := context.Background()
+	out := s.events
+	if out == nil {
+		out = io.Discard
+	}
 	w := bufio.NewWriterSize(out, 64<<10)
 	tr := trace.NewReader(flushingReader{in, w})
+	tr.Format = s.format
 	var line []byte
 	for {
 		ev, err := tr.Next()
@@ -186,9 +360,14 @@ func simulate(tb floodgate.Table, in io.Reader, out io.Writer) error {
 			w.Flush()
 			return outputError{fmt.Errorf("line %d: %w", ev.Line, err)}
 		}
-		line = appendDecision(line[:0], ev, d)
-		if _, err := w.Write(line); err != nil {
-			return outputError{err}
+		if s.stats != nil {
+			s.stats.add(ev, d)
+		}
+		if s.events != nil {
+			line = appendDecision(line[:0], ev, d)
+			if _, err := w.Write(line); err != nil {
+				return outputError{err}
+			}
 		}
 	}
 }

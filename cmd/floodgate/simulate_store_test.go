@@ -12,8 +12,6 @@ import (
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
-
 // simulate --store redis://… and redis-cluster://… write exactly what
 // simulate on memory writes, for every algorithm, on the example trace and
 // on a random trace of many keys, costs and gaps; and leave no key behind.

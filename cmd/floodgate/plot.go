@@ -1,0 +1,394 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	xfont "golang.org/x/image/font"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// The picture's geometry: 10 inches wide, a header for the title and the
+// legend, and a panel per key. A PNG has 100 pixels per inch, so it is
+// 1000 pixels wide and 80 + 220 per key high.
+const (
+	plotWidth        = 10 * vg.Inch
+	plotHeaderHeight = 0.8 * vg.Inch
+	plotPanelHeight  = 2.2 * vg.Inch
+	plotDPI          = 100
+	maxPlotKeys      = 50
+)
+
+// plotFormat returns the format of the picture file name by its
+// extension: "svg" or "png", in any case.
+func plotFormat(name string) (string, error) {
+	switch ext := strings.ToLower(filepath.Ext(name)); ext {
+	case ".svg", ".png":
+		return ext[1:], nil
+	case "":
+		return "", fmt.Errorf("--plot %q: no extension (want a .svg or .png file)", name)
+	default:
+		return "", fmt.Errorf("--plot %q: unknown picture format %q (want a .svg or .png file)", name, filepath.Ext(name))
+	}
+}
+
+var (
+	admittedColor = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	refusedColor  = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	levelColor    = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	limitColor    = color.RGBA{R: 0x44, G: 0x44, B: 0x44, A: 0xff}
+)
+
+// plotStyles are the looks of a panel's four elements, shared by the
+// panels and the legend.
+type plotStyles struct {
+	admitted, refused draw.GlyphStyle
+	level, limit      draw.LineStyle
+}
+
+func newPlotStyles() plotStyles {
+	return plotStyles{
+		admitted: draw.GlyphStyle{Color: admittedColor, Radius: vg.Points(1.8), Shape: draw.CircleGlyph{}},
+		refused:  draw.GlyphStyle{Color: refusedColor, Radius: vg.Points(2.6), Shape: draw.CrossGlyph{}},
+		level:    draw.LineStyle{Color: levelColor, Width: vg.Points(0.8)},
+		limit:    draw.LineStyle{Color: limitColor, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(5), vg.Points(3)}},
+	}
+}
+
+// writePlot draws the keys of rs that --plot shows, the busiest nKeys, to
+// w as a picture in format ("svg" or "png"). policy is in the title; clock
+// says the trace's times are Unix times (from an access log), labelled as
+// UTC times of day, rather than seconds since any origin.
+func writePlot(w io.Writer, format string, rs *runStats, nKeys int, policy algo.Policy, clock bool) error {
+	keys := rs.busiest(nKeys)
+	sty := newPlotStyles()
+	burst := float64(policy.Burst())
+	xmin, xmax := float64(rs.first)/1e9, float64(rs.last)/1e9
+	if xmax-xmin < 1e-9 {
+		xmin, xmax = xmin-1, xmax+1
+	}
+	var ticker plot.Ticker = plot.DefaultTicks{}
+	xLabel := "t (seconds)"
+	if clock {
+		ticker = clockTicks{}
+		xLabel = "time (UTC)"
+		if first, last := time.Unix(0, rs.first).UTC(), time.Unix(0, rs.last).UTC(); first.YearDay() == last.YearDay() && first.Year() == last.Year() {
+			xLabel = "time (UTC) on " + first.Format("Monday 2 January 2006")
+		}
+	}
+
+	panels := make([][]*plot.Plot, len(keys))
+	for i, ks := range keys {
+		p := plot.New()
+		p.Title.TextStyle.Font = sansFont(11, xfont.WeightNormal)
+		p.X.Label.TextStyle.Font = sansFont(10, xfont.WeightNormal)
+		p.Y.Label.TextStyle.Font = sansFont(10, xfont.WeightNormal)
+		p.X.Tick.Label.Font = sansFont(9, xfont.WeightNormal)
+		p.Y.Tick.Label.Font = sansFont(9, xfont.WeightNormal)
+		p.Title.Text = fmt.Sprintf("%s: %s, %s refused", plotKey(ks.key), countOf(ks.events, "event"), withCommas(ks.refused))
+		p.Title.Padding = vg.Points(3)
+		p.Y.Label.Text = "units in use"
+		p.X.Tick.Marker = ticker
+		if i == len(keys)-1 {
+			p.X.Label.Text = xLabel
+		}
+		grid := plotter.NewGrid()
+		grid.Vertical.Color = color.Gray{Y: 0xe0}
+		grid.Horizontal.Color = color.Gray{Y: 0xe0}
+		p.Add(grid)
+
+		// The level holds from one event to the next, unless the key is
+		// back to none in use (its reset) before that.
+		level := make(plotter.XYs, 0, len(ks.points)+len(ks.points)/4)
+		var admitted, refused plotter.XYs
+		for j, pt := range ks.points {
+			xy := plotter.XY{X: float64(pt.t) / 1e9, Y: float64(pt.used)}
+			level = append(level, xy)
+			if pt.allowed {
+				admitted = append(admitted, xy)
+			} else {
+				refused = append(refused, xy)
+			}
+			if pt.used > 0 && (j+1 == len(ks.points) || int64(pt.reset) < ks.points[j+1].t-pt.t) {
+				level = append(level, plotter.XY{X: float64(pt.t+int64(pt.reset)) / 1e9, Y: 0})
+			}
+		}
+		limit := &plotter.Line{XYs: plotter.XYs{{X: xmin, Y: burst}, {X: xmax, Y: burst}}, LineStyle: sty.limit}
+		steps := &plotter.Line{XYs: level, StepStyle: plotter.PostStep, LineStyle: sty.level}
+		p.Add(limit, steps)
+		if len(admitted) > 0 {
+			p.Add(&plotter.Scatter{XYs: admitted, GlyphStyle: sty.admitted})
+		}
+		if len(refused) > 0 {
+			p.Add(&plotter.Scatter{XYs: refused, GlyphStyle: sty.refused})
+		}
+		p.X.Min, p.X.Max = xmin, xmax
+		p.Y.Min, p.Y.Max = 0, math.Max(burst*1.15, 1)
+		panels[i] = []*plot.Plot{p}
+	}
+
+	height := plotHeaderHeight + plotPanelHeight*vg.Length(len(keys))
+	var canvas vg.CanvasWriterTo
+	switch format {
+	case "svg":
+		canvas = vgsvg.New(plotWidth, height)
+	case "png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(plotWidth, height), vgimg.UseDPI(plotDPI))}
+	default:
+		return fmt.Errorf("unknown picture format %q", format)
+	}
+	dc := draw.New(canvas)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+
+	header := draw.Crop(dc, 0, 0, height-plotHeaderHeight, 0)
+	drawPlotHeader(header, sty, policy, rs, len(keys))
+	body := draw.Crop(dc, 0, 0, 0, -plotHeaderHeight)
+	if len(keys) > 0 {
+		tiles := draw.Tiles{
+			Rows: len(keys), Cols: 1,
+			PadX: vg.Points(4), PadY: vg.Points(10),
+			PadLeft: vg.Points(8), PadRight: vg.Points(16), PadBottom: vg.Points(6),
+		}
+		canvases := plot.Align(panels, tiles, body)
+		for i := range panels {
+			panels[i][0].Draw(canvases[i][0])
+		}
+	}
+	if format != "svg" {
+		_, err := canvas.WriteTo(w)
+		return err
+	}
+	// The SVG names its fonts without fallbacks, and a viewer without
+	// Liberation Sans would use its default font, often a serif one.
+	// Arial and Helvetica have the same metrics, so the text still fits.
+	var svg bytes.Buffer
+	if _, err := canvas.WriteTo(&svg); err != nil {
+		return err
+	}
+	_, err := w.Write(bytes.ReplaceAll(svg.Bytes(), []byte("font-family:Liberation Sans;"),
+		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;")))
+	return err
+}
+
+// drawPlotHeader draws the title, a line of totals and the legend.
+func drawPlotHeader(c draw.Canvas, sty plotStyles, policy algo.Policy, rs *runStats, nKeys int) {
+	title := text.Style{
+		Color:   color.Black,
+		Font:    sansFont(14, xfont.WeightBold),
+		XAlign:  draw.XCenter,
+		YAlign:  draw.YTop,
+		Handler: plot.DefaultTextHandler,
+	}
+	center := (c.Min.X + c.Max.X) / 2
+	top := c.Max.Y - vg.Points(6)
+	c.FillText(title, vg.Point{X: center, Y: top}, "floodgate simulate --policy '"+policy.String()+"'")
+
+	total := rs.total()
+	sub := title
+	sub.Font = sansFont(10, xfont.WeightNormal)
+	sub.Color = color.Gray{Y: 0x40}
+	which := fmt.Sprintf("the %d keys with the most events, of %s", nKeys, withCommas(int64(len(rs.keys))))
+	if nKeys == len(rs.keys) {
+		which = "every key: " + countOf(int64(nKeys), "key")
+	}
+	c.FillText(sub, vg.Point{X: center, Y: top - vg.Points(19)},
+		fmt.Sprintf("%s; in all %s, %s refused", which, countOf(total.events, "event"), withCommas(total.refused)))
+
+	// The legend: one entry per cell of a row.
+	name := "burst"
+	switch policy.Algorithm() {
+	case algo.LeakyBucket:
+		name = "capacity"
+	case algo.SlidingLog, algo.SlidingWindow, algo.FixedWindow:
+		name = "limit"
+	}
+	entries := []struct {
+		label string
+		thumb plot.Thumbnailer
+	}{
+		{"admitted", &plotter.Scatter{GlyphStyle: sty.admitted}},
+		{"refused", &plotter.Scatter{GlyphStyle: sty.refused}},
+		{"units in use (" + name + " − remaining)", &plotter.Line{LineStyle: sty.level}},
+		{name + " = " + withCommas(policy.Burst()), &plotter.Line{LineStyle: sty.limit}},
+	}
+	legends := make([]plot.Legend, len(entries))
+	var width vg.Length
+	const gap = 30 // points between entries, room for a font wider than Liberation Sans
+	for i, e := range entries {
+		l := plot.NewLegend()
+		l.TextStyle.Font = sansFont(10, xfont.WeightNormal)
+		l.Left, l.Top = true, true
+		l.ThumbnailWidth = vg.Points(22)
+		l.Add(e.label, e.thumb)
+		legends[i] = l
+		width += l.Rectangle(c).Size().X + gap
+	}
+	row := draw.Crop(c, 0, 0, 0, -(c.Max.Y - c.Min.Y - vg.Points(18)))
+	row.Min.X = center - (width-gap)/2
+	for i := range legends {
+		legends[i].Draw(row)
+		row.Min.X += legends[i].Rectangle(row).Size().X + gap
+	}
+}
+
+// sansFont returns Liberation Sans (which gonum/plot embeds) of size
+// points and weight.
+func sansFont(size vg.Length, weight xfont.Weight) font.Font {
+	return font.From(font.Font{Typeface: "Liberation", Variant: "Sans", Weight: weight}, size)
+}
+
+// plotKey returns key as a panel's title shows it: as it is when it is
+// printable (spaces included), else quoted in Go syntax; cut to 60
+// characters.
+func plotKey(key string) string {
+	s := key
+	if key == "" || key[0] == '"' || !utf8.ValidString(key) || strings.ContainsFunc(key, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		s = strconv.Quote(key)
+	}
+	if r := []rune(s); len(r) > 60 {
+		s = string(r[:59]) + "…"
+	}
+	return s
+}
+
+// countOf returns n and noun, in the plural unless n is 1.
+func countOf(n int64, noun string) string {
+	if n != 1 {
+		noun += "s"
+	}
+	return withCommas(n) + " " + noun
+}
+
+// withCommas returns n in decimal with commas between groups of three
+// digits, as in 12,345.
+func withCommas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	start := 0
+	if n < 0 {
+		start = 1
+	}
+	for i := len(s) - 3; i > start; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// clockTicks marks a time axis of Unix seconds at round UTC times: every 1,
+// 2, 5, 10, 15 or 30 seconds or minutes, 1, 2, 3, 6 or 12 hours, or 1, 2,
+// 4, 8... days, the shortest that gives at most 10 ticks, labelled with the time of day (the
+// date for days). Spans under 5 seconds get DefaultTicks, labelled to the
+// millisecond.
+type clockTicks struct{}
+
+func (clockTicks) Ticks(min, max float64) []plot.Tick {
+	const day = 86400
+	if max-min < 5 {
+		ticks := plot.DefaultTicks{}.Ticks(min, max)
+		for i := range ticks {
+			if ticks[i].Label != "" {
+				ticks[i].Label = unixTime(ticks[i].Value).Format("15:04:05.000")
+			}
+		}
+		return ticks
+	}
+	step := float64(day)
+	for _, s := range []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 3 * 3600, 6 * 3600, 12 * 3600} {
+		if (max-min)/s <= 10 {
+			step = s
+			break
+		}
+	}
+	for step >= day && (max-min)/step > 10 {
+		step *= 2
+	}
+	layout := "15:04:05"
+	switch {
+	case step >= day:
+		layout = "2 Jan"
+	case unixTime(min).YearDay() != unixTime(max).YearDay():
+		layout = "2 Jan 15:04"
+	case step >= 60:
+		layout = "15:04"
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(min/step) * step; v <= max; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: unixTime(v).Format(layout)})
+	}
+	return ticks
+}
+
+// unixTime returns the UTC time sec seconds after the Unix epoch.
+func unixTime(sec float64) time.Time {
+	whole := math.Floor(sec)
+	return time.Unix(int64(whole), int64((sec-whole)*1e9)).UTC()
+}
+
+// pendingFile is a file written in full or not at all: its contents go to
+// a temporary file in the same directory, renamed to the file's name once
+// complete.
+type pendingFile struct {
+	name string
+	tmp  *os.File
+}
+
+// createPending starts the file name, so that a name that cannot be
+// written fails early.
+func createPending(name string) (*pendingFile, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return nil, err
+	}
+	return &pendingFile{name: name, tmp: tmp}, nil
+}
+
+// write writes the file's contents with fill and puts the file in place.
+func (pf *pendingFile) write(fill func(io.Writer) error) error {
+	w := bufio.NewWriter(pf.tmp)
+	err := fill(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = pf.tmp.Chmod(0o644)
+	}
+	if cerr := pf.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(pf.tmp.Name(), pf.name)
+	}
+	if err != nil {
+		return err
+	}
+	pf.tmp = nil
+	return nil
+}
+
+// discard removes the temporary file, unless write put it in place.
+func (pf *pendingFile) discard() {
+	if pf.tmp != nil {
+		pf.tmp.Close()
+		os.Remove(pf.tmp.Name())
+	}
+}

@@ -1,0 +1,24 @@
+package filestore
+
+import "errors"
+
+// Errors of the file store, wrapped with details; test for them with
+// errors.Is. The store also returns the floodgate sentinels for bad input
+// (floodgate.ErrInvalidTime, ErrInvalidCost, ErrInvalidKey,
+// ErrForeignTable), and wraps the operating system's and bbolt's errors
+// when the file cannot be read or written.
+var (
+	// ErrLocked is returned when the file stayed locked by another
+	// process, or another Store, for longer than the lock timeout
+	// (WithLockTimeout). The error names the file. Nothing was done.
+	ErrLocked = errors.New("file locked")
+	// ErrCorrupt is returned when the file holds what the store did not
+	// write: a value under a limiter's key that is not a state of the
+	// limiter's algorithm (the error names the key), or a file that is not
+	// a bbolt database at all. Nothing was done.
+	ErrCorrupt = errors.New("corrupt file")
+	// ErrClosed is returned by calls made after Store.Close.
+	ErrClosed = errors.New("store closed")
+	// ErrInvalidOption is returned by Open for an option out of range.
+	ErrInvalidOption = errors.New("invalid option")
+)

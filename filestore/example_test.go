@@ -1,0 +1,52 @@
+package filestore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/filestore"
+)
+
+// A program that runs again and again (a cron job, a CGI program) keeps
+// its limit in a file: each run opens the store, decides, and closes it,
+// and the next run, in another process, finds the units spent. Here three
+// runs in a row may send two text messages, and one more each hour.
+func Example_runs() {
+	dir, err := os.MkdirTemp("", "filestore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "state.db")
+	policy := floodgate.MustParsePolicy("leaky-bucket 1/1h capacity=2")
+	fc := clock.NewFake(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)) // omit WithClock in production
+
+	for run := range 3 {
+		s, err := filestore.Open(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		limiter := floodgate.NewLimiter(policy, floodgate.WithStore(s), floodgate.WithClock(fc))
+		d, err := limiter.Allow(context.Background(), "sms")
+		s.Close()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if d.Allowed {
+			fmt.Printf("run %d: sent, %d left\n", run, d.Remaining)
+		} else {
+			fmt.Printf("run %d: not sent, try again in %v\n", run, d.RetryAfter)
+		}
+		fc.Advance(time.Minute)
+	}
+	// Output:
+	// run 0: sent, 1 left
+	// run 1: sent, 0 left
+	// run 2: not sent, try again in 58m0s
+}

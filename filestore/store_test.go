@@ -1,0 +1,509 @@
+package filestore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/filestore"
+	"github.com/floodgate/floodgate/storetest"
+	bolt "go.etcd.io/bbolt"
+)
+
+var ctx = context.Background()
+
+// t0 is a realistic time: 2026-11-22 in nanoseconds since the Unix epoch.
+const t0 = int64(1795305600) * int64(time.Second)
+
+// newStore returns a store on a new file of its own.
+func newStore(t testing.TB, opts ...filestore.Option) *filestore.Store {
+	t.Helper()
+	return openStore(t, filepath.Join(t.TempDir(), "state.db"), opts...)
+}
+
+func openStore(t testing.TB, path string, opts ...filestore.Option) *filestore.Store {
+	t.Helper()
+	s, err := filestore.Open(path, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func table(t testing.TB, s floodgate.Store, name, policy string) floodgate.Table {
+	t.Helper()
+	tb, err := s.Table(name, floodgate.MustParsePolicy(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// holdFile opens path with bbolt directly, and so locks it, until the
+// returned function is called.
+func holdFile(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o666, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { db.Close() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// view runs f in a read-only transaction on the file at path.
+func view(t *testing.T, path string, f func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o666, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// update runs f in a read-write transaction on the file at path.
+func update(t *testing.T, path string, f func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o666, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keyCounts returns the number of keys in each bucket of the file but the
+// store's own.
+func keyCounts(t *testing.T, path string) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	view(t, path, func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if string(name) != "%floodgate" {
+				n[string(name)] = b.Stats().KeyN
+			}
+			return nil
+		})
+	})
+	return n
+}
+
+// The conformance suite, opening the file for every call, and holding it.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) floodgate.Store { return newStore(t) })
+}
+
+func TestConformanceHold(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) floodgate.Store { return newStore(t, filestore.WithHold()) })
+}
+
+// Open creates the file, and only the file; not its directory.
+func TestOpenCreatesOnlyTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "limits.db")
+	s := openStore(t, path)
+	tb := table(t, s, "n", "fixed-window 2/1m")
+	if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 || entries[0].Name() != "limits.db" {
+		t.Fatalf("the directory holds %v (%v), want just limits.db", entries, err)
+	}
+	if _, err := filestore.Open(filepath.Join(dir, "missing", "x.db")); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("a file in a missing directory: %v", err)
+	}
+	if _, err := filestore.Open(path, filestore.WithLockTimeout(-1)); !errors.Is(err, filestore.ErrInvalidOption) {
+		t.Fatalf("a negative lock timeout: %v", err)
+	}
+}
+
+// A second Store on the same file, in this process, shares the state.
+func TestStoresShareTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	a, b := openStore(t, path), openStore(t, path)
+	ta, tb := table(t, a, "n", "fixed-window 3/1m"), table(t, b, "n", "fixed-window 3/1m")
+	for i, x := range []floodgate.Table{ta, tb, ta, tb} {
+		d, err := x.Decide(ctx, "k", t0, 1)
+		if err != nil || d.Allowed != (i < 3) {
+			t.Fatalf("decision %d: %+v %v", i, d, err)
+		}
+	}
+}
+
+// A file held by another past the lock timeout is ErrLocked, naming the
+// file, for Decide, Apply and Open alike.
+func TestLockTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path, filestore.WithLockTimeout(50*time.Millisecond))
+	tb := table(t, s, "n", "fixed-window 3/1m")
+	release := holdFile(t, path)
+	start := time.Now()
+	_, err := tb.Decide(ctx, "k", t0, 1)
+	if !errors.Is(err, filestore.ErrLocked) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Decide on a held file: %v, want ErrLocked naming %s", err, path)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond || waited > 5*time.Second {
+		t.Errorf("waited %v for a lock timeout of 50ms", waited)
+	}
+	ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: t0, N: 1}}
+	if err := s.Apply(ctx, ops); !errors.Is(err, filestore.ErrLocked) {
+		t.Fatalf("Apply on a held file: %v", err)
+	}
+	if _, err := filestore.Open(path, filestore.WithLockTimeout(0)); !errors.Is(err, filestore.ErrLocked) {
+		t.Fatalf("Open of a held file: %v", err)
+	}
+	release()
+	if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || d.Remaining != 2 {
+		t.Fatalf("once released: %+v %v (a failed call spent?)", d, err)
+	}
+}
+
+// A caller's context ends its wait for the file, and the call does
+// nothing; the calls waiting with it go on once the file is free.
+func TestContextEndsTheWait(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path, filestore.WithLockTimeout(time.Hour))
+	tb := table(t, s, "n", "fixed-window 10/1m")
+	release := holdFile(t, path)
+
+	// A lone caller.
+	c1, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := tb.Decide(c1, "k", t0, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Decide with a deadline on a held file: %v", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("waited %v past a 30ms deadline", waited)
+	}
+
+	// Callers waiting together: the first waits for the lock, the others
+	// in the queue; three give up, the first among them.
+	type result struct {
+		d   algo.Decision
+		err error
+	}
+	var results [6]chan result
+	var cancels [6]context.CancelFunc
+	for i := range results {
+		c, cancel := context.WithCancel(ctx)
+		defer cancel()
+		results[i], cancels[i] = make(chan result, 1), cancel
+		go func() {
+			d, err := tb.Decide(c, "k", t0, 1)
+			results[i] <- result{d, err}
+		}()
+		if i == 0 {
+			waitFor(t, func() bool { return filestore.Busy(s) })
+		} else {
+			waitFor(t, func() bool { return filestore.PendingCalls(s) == i })
+		}
+	}
+	for _, i := range []int{0, 2, 4} {
+		cancels[i]()
+		if r := <-results[i]; !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("caller %d, cancelled while the file is held: %+v %v", i, r.d, r.err)
+		}
+	}
+	release()
+	for _, i := range []int{1, 3, 5} {
+		if r := <-results[i]; r.err != nil || !r.d.Allowed {
+			t.Fatalf("caller %d: %+v %v", i, r.d, r.err)
+		}
+	}
+	if d, err := tb.Decide(ctx, "k", t0, 0); err != nil || d.Remaining != 7 {
+		t.Fatalf("3 admitted, but %d spent (%v)", 10-d.Remaining, err)
+	}
+}
+
+// waitFor polls cond, which other goroutines make true, for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// WithHold keeps the file locked until Close: other Stores wait, and fail
+// after their lock timeout; after Close they see the state.
+func TestHoldExcludesOthers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	owner := openStore(t, path, filestore.WithHold())
+	tb := table(t, owner, "n", "fixed-window 3/1m")
+	if _, err := tb.Decide(ctx, "k", t0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := filestore.Open(path, filestore.WithLockTimeout(20*time.Millisecond)); !errors.Is(err, filestore.ErrLocked) {
+		t.Fatalf("Open while another holds the file: %v", err)
+	}
+	if err := owner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Decide(ctx, "k", t0, 1); !errors.Is(err, filestore.ErrClosed) {
+		t.Fatalf("Decide after Close: %v", err)
+	}
+	if err := owner.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	other := openStore(t, path, filestore.WithLockTimeout(20*time.Millisecond))
+	if d, err := table(t, other, "n", "fixed-window 3/1m").Decide(ctx, "k", t0, 0); err != nil || d.Remaining != 1 {
+		t.Fatalf("after the owner closed: %+v %v", d, err)
+	}
+}
+
+// A value that is not a state of the table's algorithm is ErrCorrupt,
+// naming the key, and its call changes nothing; other calls go on.
+func TestCorruptValue(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	tb := table(t, s, "n", "token-bucket 5/1m")
+	for _, k := range []string{"bad", "good", "other-alg"} {
+		if _, err := tb.Decide(ctx, k, t0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fw := floodgate.MustParsePolicy("fixed-window 5/1m")
+	update(t, path, func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("n@token-bucket 5/1m"))
+		if b == nil {
+			return fmt.Errorf("no bucket n@token-bucket 5/1m")
+		}
+		if err := b.Put([]byte("bad"), []byte("garbage")); err != nil {
+			return err
+		}
+		// A well-formed state of another algorithm (algo.State's encoding).
+		return b.Put([]byte("other-alg"), []byte{1, byte(fw.Algorithm()), 0, 1, 0})
+	})
+	for _, k := range []string{"bad", "other-alg"} {
+		_, err := tb.Decide(ctx, k, t0, 1)
+		if !errors.Is(err, filestore.ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%q", k)) {
+			t.Fatalf("Decide on %q: %v, want ErrCorrupt naming the key", k, err)
+		}
+		ops := []floodgate.Op{
+			{Kind: floodgate.OpDecide, Table: tb, Key: "good", Now: t0, N: 1},
+			{Kind: floodgate.OpDecide, Table: tb, Key: k, Now: t0, N: 1},
+		}
+		if err := s.Apply(ctx, ops); !errors.Is(err, filestore.ErrCorrupt) {
+			t.Fatalf("Apply with %q: %v", k, err)
+		}
+	}
+	if d, err := tb.Decide(ctx, "good", t0, 0); err != nil || d.Remaining != 4 {
+		t.Fatalf("a failed Apply spent units: %+v %v", d, err)
+	}
+	view(t, path, func(tx *bolt.Tx) error {
+		if v := tx.Bucket([]byte("n@token-bucket 5/1m")).Get([]byte("bad")); string(v) != "garbage" {
+			t.Errorf("the corrupt value became %q", v)
+		}
+		return nil
+	})
+	// A reset needs no state: it deletes the corrupt value.
+	if err := s.Apply(ctx, []floodgate.Op{{Kind: floodgate.OpReset, Table: tb, Key: "bad", Now: t0}}); err != nil {
+		t.Fatalf("a reset of a corrupt key: %v", err)
+	}
+	if d, err := tb.Decide(ctx, "bad", t0, 1); err != nil || d.Remaining != 4 {
+		t.Fatalf("after the reset: %+v %v", d, err)
+	}
+
+	// A file that is not a database at all.
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 1000)), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := filestore.Open(junk); !errors.Is(err, filestore.ErrCorrupt) || !strings.Contains(err.Error(), junk) {
+		t.Fatalf("Open of a file that is not a database: %v", err)
+	}
+}
+
+// Keys bbolt cannot hold are ErrInvalidKey, before anything is done; the
+// empty key and keys starting with NUL are kept apart from the others.
+func TestBadKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	tb := table(t, s, "n", "fixed-window 1/1m")
+	long := strings.Repeat("k", bolt.MaxKeySize+1)
+	if _, err := tb.Decide(ctx, long, t0, 1); !errors.Is(err, floodgate.ErrInvalidKey) {
+		t.Fatalf("a key of %d bytes: %v", len(long), err)
+	}
+	nulLong := "\x00" + strings.Repeat("k", bolt.MaxKeySize-1) // stored with one more byte
+	ops := []floodgate.Op{
+		{Kind: floodgate.OpDecide, Table: tb, Key: "fine", Now: t0, N: 1},
+		{Kind: floodgate.OpDecide, Table: tb, Key: nulLong, Now: t0, N: 1},
+	}
+	if err := s.Apply(ctx, ops); !errors.Is(err, floodgate.ErrInvalidKey) {
+		t.Fatalf("Apply with a key bbolt cannot hold: %v", err)
+	}
+	keys := []string{"", "\x00", "\x00\x00", "k", "\x00k", strings.Repeat("k", bolt.MaxKeySize)}
+	for _, k := range keys {
+		if d, err := tb.Decide(ctx, k, t0, 1); err != nil || !d.Allowed {
+			t.Fatalf("key %q: %+v %v (keys collide?)", k, d, err)
+		}
+	}
+	if n := keyCounts(t, path)["n@fixed-window 1/1m"]; n != len(keys) {
+		t.Fatalf("%d keys stored, want %d", n, len(keys))
+	}
+	if _, err := s.Table(strings.Repeat("n", bolt.MaxKeySize), floodgate.MustParsePolicy("fixed-window 1/1m")); !errors.Is(err, floodgate.ErrInvalidKey) {
+		t.Fatalf("a limiter name too long for a bucket: %v", err)
+	}
+	if _, err := s.Table("n", floodgate.Policy{}); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+		t.Fatalf("the zero Policy: %v", err)
+	}
+}
+
+// Tables are named as in redisstore, escaped, and a table named after its
+// policy is named by it alone.
+func TestBucketNames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	p := "sliding-window 3/1s"
+	for _, name := range []string{p, "a:b{c}@d%e", ""} {
+		if _, err := table(t, s, name, p).Decide(ctx, "k", t0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := keyCounts(t, path)
+	want := map[string]int{p: 1, "a%3Ab%7Bc%7D%40d%25e@" + p: 1, "@" + p: 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("buckets %v, want %v", got, want)
+	}
+}
+
+// A key whose state has drained is deleted by the call that finds it so,
+// and each write sweeps other keys: after time passes, a few calls leave
+// only the live keys, and no empty table.
+func TestDrainedKeysDeleted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	policies := []string{"fixed-window 5/1m", "token-bucket 5/1m", "sliding-log 5/1m", "sliding-window 5/1m", "leaky-bucket 5/1m"}
+	const perTable = 30
+	for _, pol := range policies {
+		tb := table(t, s, "t", pol)
+		var ops []floodgate.Op
+		for i := range perTable {
+			ops = append(ops, floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: fmt.Sprint("k", i), Now: t0, N: 1})
+		}
+		if err := s.Apply(ctx, ops); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for _, n := range keyCounts(t, path) {
+		total += n
+	}
+	if total != perTable*len(policies) {
+		t.Fatalf("%d keys stored, want %d", total, perTable*len(policies))
+	}
+	// Three minutes later every state has drained; a few calls on one
+	// table sweep the rest.
+	later := t0 + 3*time.Minute.Nanoseconds()
+	live := table(t, s, "live", "fixed-window 5/1m")
+	calls := (perTable*len(policies))/filestore.SweepKeys + 2
+	for i := range calls {
+		if _, err := live.Decide(ctx, fmt.Sprint("new", i), later, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := keyCounts(t, path)
+	if len(got) != 1 || got["live@fixed-window 5/1m"] != calls {
+		t.Fatalf("after %d calls: %v, want only the %d live keys", calls, got, calls)
+	}
+	// A peek at a drained key deletes it too; a live key stays.
+	hourly := table(t, s, "hourly", "fixed-window 5/1h")
+	hour := time.Hour.Nanoseconds() // t0 is on the hour
+	for _, d := range []struct {
+		key   string
+		at, n int64
+	}{{"x", t0 + 1, 1}, {"y", t0 + hour + 1, 1}, {"x", t0 + hour + 2, 0}} {
+		if _, err := hourly.Decide(ctx, d.key, d.at, d.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := keyCounts(t, path); got["hourly@fixed-window 5/1h"] != 1 {
+		t.Fatalf("after a peek at a drained key: %v, want 1 key (y) in hourly", got)
+	}
+}
+
+// Decisions that change nothing (denials, peeks) commit nothing: the
+// file's transaction id stays put.
+func TestDenialsWriteNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	tb := table(t, s, "n", "fixed-window 1/1m")
+	if _, err := tb.Decide(ctx, "k", t0, 1); err != nil {
+		t.Fatal(err)
+	}
+	txid := func() (id int) {
+		view(t, path, func(tx *bolt.Tx) error { id = tx.ID(); return nil })
+		return id
+	}
+	before := txid()
+	for range 5 {
+		if d, err := tb.Decide(ctx, "k", t0+1, 1); err != nil || d.Allowed {
+			t.Fatalf("%+v %v", d, err)
+		}
+		if _, err := tb.Decide(ctx, "k", t0+1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := txid(); after != before {
+		t.Fatalf("denials and peeks committed %d transactions", after-before)
+	}
+}
+
+// Calls that arrive while the file is taken share one transaction, each
+// decided as if alone: while the file is held, one call waits for the
+// lock and 99 queue; once free, they take two transactions, and exactly
+// LIMIT of the 100 are admitted.
+func TestWaitingCallsShareATransaction(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	tb := table(t, s, "n", "sliding-log 40/1h")
+	txid := func() (id int) {
+		view(t, path, func(tx *bolt.Tx) error { id = tx.ID(); return nil })
+		return id
+	}
+	before := txid()
+	release := holdFile(t, path)
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for range 100 {
+		wg.Go(func() {
+			d, err := tb.Decide(ctx, "hot", t0, 1)
+			if err != nil {
+				t.Error(err)
+			}
+			if d.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	waitFor(t, func() bool { return filestore.PendingCalls(s) == 99 })
+	release()
+	wg.Wait()
+	if n := admitted.Load(); n != 40 {
+		t.Errorf("%d of 100 admitted, want 40", n)
+	}
+	if n := txid() - before; n != 2 {
+		t.Errorf("%d transactions for 100 calls (1 waiting for the lock, 99 queued), want 2", n)
+	}
+}

@@ -1,0 +1,339 @@
+package filestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+	bolt "go.etcd.io/bbolt"
+)
+
+// sweepKeys is how many keys each write transaction looks at, besides its
+// own, to delete those that have drained.
+const sweepKeys = 32
+
+// txn is the work of one read-write transaction: the calls' ops carried
+// out on the keys' states in memory, then the changed states written.
+type txn struct {
+	store  *Store
+	tx     *bolt.Tx
+	slots  map[slotKey]*slot
+	latest int64 // the latest time of an op carried out
+	seen   bool  // latest is set
+}
+
+type slotKey struct {
+	t   *table
+	key string
+}
+
+// slot is one key's state in a transaction.
+type slot struct {
+	t       *table
+	key     string
+	stored  []byte     // the value in the file (a copy), nil when absent
+	s       algo.State // the state after the calls carried out so far
+	err     error      // the stored value is not a state of t's policy
+	changed bool       // a call went through on the key
+}
+
+// slot returns key's slot in t, reading its state from the file the first
+// time.
+func (x *txn) slot(t *table, key string) *slot {
+	k := slotKey{t, key}
+	if sl := x.slots[k]; sl != nil {
+		return sl
+	}
+	sl := &slot{t: t, key: key}
+	x.slots[k] = sl
+	b := x.tx.Bucket(t.bucket)
+	if b == nil {
+		return sl
+	}
+	v := b.Get(storedKey(key))
+	if v == nil {
+		return sl
+	}
+	sl.stored = bytes.Clone(v)
+	err := sl.s.UnmarshalBinary(sl.stored)
+	// The encoding's second byte is the algorithm (algo.State.AppendBinary).
+	if err == nil && sl.stored[1] != byte(t.policy.Algorithm()) {
+		err = fmt.Errorf("a state of algorithm %d", sl.stored[1])
+	}
+	if err != nil {
+		sl.s = algo.State{}
+		sl.err = fmt.Errorf("filestore: key %q of table %q: %w: %w", key, t.bucket, ErrCorrupt, err)
+	}
+	return sl
+}
+
+// carry carries out c's ops as Store.Apply describes, on the states the
+// earlier calls of the transaction left, and keeps the new states when
+// c went through: no op failed and none was denied. A state that has
+// drained as of its op's time is dropped, as the memory store drops it.
+// A key whose stored value is corrupt fails the call, unless the call's
+// first op on it is a reset.
+func (x *txn) carry(c *call) error {
+	type work struct {
+		sl *slot
+		s  algo.State
+	}
+	var buf [4]work
+	ws := buf[:0]
+	denied := false
+	var latest int64
+	for i := range c.ops {
+		op := &c.ops[i]
+		t := op.Table.(*table)
+		w := -1
+		for j := range ws {
+			if ws[j].sl.t == t && ws[j].sl.key == op.Key {
+				w = j
+			}
+		}
+		if w < 0 {
+			sl := x.slot(t, op.Key)
+			s := sl.s.Clone()
+			if sl.err != nil {
+				// A reset needs no state: it is the way to recover.
+				if op.Kind != floodgate.OpReset {
+					return sl.err
+				}
+				s = algo.State{}
+			}
+			ws = append(ws, work{sl, s})
+			w = len(ws) - 1
+		}
+		s := &ws[w].s
+		ok, err := op.Carry(&t.policy, s)
+		if err != nil {
+			return fmt.Errorf("filestore: op %d on %q: %w", i, op.Key, err)
+		}
+		if op.Kind != floodgate.OpReset { // a reset's time goes unchecked and unused
+			latest = max(latest, op.Now)
+		}
+		if !ok {
+			denied = true
+			continue
+		}
+		if t.policy.ResetAt(s) <= op.Now {
+			*s = algo.State{}
+		}
+	}
+	x.latest, x.seen = max(x.latest, latest), true
+	if denied {
+		return nil
+	}
+	for _, w := range ws {
+		w.sl.s, w.sl.changed, w.sl.err = w.s, true, nil
+	}
+	return nil
+}
+
+// write puts the changed states in the file, deletes the dropped ones, and
+// reports whether the file changed.
+func (x *txn) write() (dirty bool, err error) {
+	var emptied [][]byte
+	for _, sl := range x.slots {
+		if !sl.changed {
+			continue
+		}
+		k := storedKey(sl.key)
+		if sl.s == (algo.State{}) {
+			if sl.stored == nil {
+				continue
+			}
+			b := x.tx.Bucket(sl.t.bucket)
+			if err := b.Delete(k); err != nil {
+				return false, fmt.Errorf("deleting key %q of table %q: %w", sl.key, sl.t.bucket, err)
+			}
+			dirty = true
+			emptied = append(emptied, sl.t.bucket)
+			continue
+		}
+		v, err := sl.s.MarshalBinary()
+		if err != nil {
+			return false, fmt.Errorf("encoding key %q of table %q: %w", sl.key, sl.t.bucket, err)
+		}
+		if bytes.Equal(v, sl.stored) {
+			continue
+		}
+		b, err := x.tx.CreateBucketIfNotExists(sl.t.bucket)
+		if err == nil {
+			err = b.Put(k, v)
+		}
+		if err != nil {
+			return false, fmt.Errorf("writing key %q of table %q: %w", sl.key, sl.t.bucket, err)
+		}
+		dirty = true
+	}
+	return dirty, x.dropEmpty(emptied)
+}
+
+// dropEmpty deletes those of buckets that hold no key.
+func (x *txn) dropEmpty(buckets [][]byte) error {
+	for _, name := range buckets {
+		b := x.tx.Bucket(name)
+		if b == nil {
+			continue
+		}
+		if k, _ := b.Cursor().First(); k != nil {
+			continue
+		}
+		if err := x.tx.DeleteBucket(name); err != nil {
+			return fmt.Errorf("deleting the empty table %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// sweep looks at up to n keys of the file, from where the last sweep
+// stopped (kept in the file), and deletes those drained as of the
+// transaction's latest time, other than the keys of this transaction. Such
+// a key would decide as a missing one does, so this changes no decision.
+func (x *txn) sweep(n int) error {
+	if !x.seen {
+		return nil
+	}
+	meta, err := x.tx.CreateBucketIfNotExists(metaBucket)
+	if err != nil {
+		return fmt.Errorf("creating the bucket %q: %w", metaBucket, err)
+	}
+	startBucket, startKey := decodeCursor(meta.Get(sweepCursor))
+	type del struct{ bucket, key []byte }
+	var dels []del
+	var emptied [][]byte
+	root := x.tx.Cursor()
+	name, _ := root.Seek(startBucket)
+	var from []byte // where to start in bucket name; nil for its first key
+	if bytes.Equal(name, startBucket) {
+		from = startKey
+	}
+	// After the last table, the sweep goes on from the first, up to the
+	// one it started in.
+	wrapped := len(startBucket) == 0
+	for n > 0 {
+		if name == nil {
+			if wrapped {
+				break
+			}
+			wrapped = true
+			name, _ = root.First()
+			continue
+		}
+		if wrapped && len(startBucket) > 0 && bytes.Compare(name, startBucket) >= 0 {
+			break
+		}
+		p := x.store.policyOf(name)
+		b := x.tx.Bucket(name)
+		if p == nil || b == nil {
+			n--
+			name, _ = root.Next()
+			continue
+		}
+		c := b.Cursor()
+		k, v := c.First()
+		if from != nil {
+			k, v = c.Seek(from)
+		}
+		deleted := false
+		for ; k != nil && n > 0; k, v = c.Next() {
+			n--
+			if v == nil || x.has(name, k) {
+				continue // a nested bucket (not the store's), or a key of this transaction
+			}
+			var s algo.State
+			if s.UnmarshalBinary(v) != nil || v[1] != byte(p.Algorithm()) {
+				continue // not the store's: left for a caller of its key to find
+			}
+			if p.ResetAt(&s) <= x.latest {
+				dels = append(dels, del{bytes.Clone(name), bytes.Clone(k)})
+				deleted = true
+			}
+		}
+		if deleted {
+			emptied = append(emptied, bytes.Clone(name))
+		}
+		if k != nil {
+			from = k
+			break
+		}
+		name, _ = root.Next()
+		from = nil
+	}
+	next := encodeCursor(name, from) // a copy, as Put needs
+	for _, d := range dels {
+		if err := x.tx.Bucket(d.bucket).Delete(d.key); err != nil {
+			return fmt.Errorf("deleting the drained key %q of table %q: %w", d.key, d.bucket, err)
+		}
+	}
+	if err := x.dropEmpty(emptied); err != nil {
+		return err
+	}
+	if err := meta.Put(sweepCursor, next); err != nil {
+		return fmt.Errorf("writing the sweep's position: %w", err)
+	}
+	return nil
+}
+
+// has reports whether key of the bucket named bucket is one of the
+// transaction's.
+func (x *txn) has(bucket, key []byte) bool {
+	for k := range x.slots {
+		if bytes.Equal(k.t.bucket, bucket) && isStored(key, k.key) {
+			return true
+		}
+	}
+	return false
+}
+
+// isStored reports whether stored is storedKey(key).
+func isStored(stored []byte, key string) bool {
+	if key == "" || key[0] == 0 {
+		return len(stored) == len(key)+1 && stored[0] == 0 && string(stored[1:]) == key
+	}
+	return string(stored) == key
+}
+
+// policyOf returns the policy of the table whose bucket is named name, or
+// nil for a bucket of no table (the store's own, or another program's).
+// The caller holds s.mu.
+func (s *Store) policyOf(name []byte) *algo.Policy {
+	if p, ok := s.policies[string(name)]; ok {
+		return p
+	}
+	var pp *algo.Policy
+	if !bytes.Equal(name, metaBucket) {
+		if p, ok := policyOfBucket(string(name)); ok {
+			pp = &p
+		}
+	}
+	if len(s.policies) >= maxPolicies {
+		clear(s.policies)
+	}
+	s.policies[string(name)] = pp
+	return pp
+}
+
+// maxPolicies bounds the bucket names whose policies a Store remembers.
+const maxPolicies = 1024
+
+// sweepCursor is the key, in metaBucket, of where the next sweep starts:
+// the bucket's name, after its length as a uvarint, then the key.
+var sweepCursor = []byte("sweep")
+
+func encodeCursor(bucket, key []byte) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(bucket)))
+	return append(append(b, bucket...), key...)
+}
+
+// decodeCursor reads encodeCursor's bytes; anything else means the start.
+func decodeCursor(b []byte) (bucket, key []byte) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil
+	}
+	return b[w : w+int(n)], b[w+int(n):]
+}
