@@ -5,9 +5,11 @@ FUZZTIME ?= 30s
 
 .PHONY: test check-go vet redis build fuzz bench
 
-## test: vet, gofmt, and every test with the race detector, the Redis tests against real redis-servers
+## test: vet, gofmt, and every test with the race detector, the Redis tests against real redis-servers;
+## then the bench module's tests (the middleware's loopback load test among them)
 test: check-go vet redis
 	$(GO) test -race ./...
+	cd bench && $(GO) test -race ./...
 
 ## redis: redis-server and redis-cli for the Redis tests (internal/redistest), installed with apt-get when
 ## missing and make runs as root; otherwise it says how to get them. It never fails: without them the Redis
@@ -29,6 +31,7 @@ check-go:
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
 

@@ -54,6 +54,9 @@ func main() {
 			notes[p.Name] = p.Note
 		}
 	}
+	for _, p := range bench.MiddlewarePeers {
+		notes[p.Name] = p.Note
+	}
 	Print(os.Stdout, s, *base, notes)
 }
 
@@ -106,6 +109,8 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 		fmt.Fprintf(w, "\n%s / peer in decisions per second: ratio of the medians over the runs (n); above 1, %s decides more per second.\n\n", base, base)
 		writeRatios(w, s, base, rates)
 	}
+
+	printOverheads(w, s)
 
 	fmt.Fprintf(w, "\n%s's own medians\n\n", base)
 	units := []string{"ns/op", "decisions/s", "B/op", "allocs/op", "admit/op", "B/key"}

@@ -1,0 +1,31 @@
+// Package grpclimit is floodgate's rate limiting for gRPC servers: unary
+// and stream server interceptors that decide each call with a
+// floodgate.Limiter before its handler runs.
+//
+// # The model
+//
+// An Interceptor holds one limit (New) or several (NewAll), each applying
+// to every method or to some (a method, "/pkg.Service/Method", or a whole
+// service, "/pkg.Service/"). For each call it finds a key (who is calling:
+// by default the peer's address), a cost (1 by default), and asks the
+// limits that apply to the method, all or nothing:
+//
+//	admitted → the handler runs, with the decision in its context (DecisionFrom)
+//	denied   → codes.ResourceExhausted, with an errdetails.RetryInfo saying
+//	           when a retry would be admitted
+//
+// A stream is decided once, when it opens. The limiter's store and failure
+// mode (floodgate.Failsafe) decide what happens while a shared store is
+// down: an error that denies is codes.Unavailable, with a RetryInfo.
+//
+// # Trusted proxies
+//
+// The default key is the address of the peer that connected. Behind a
+// proxy such as Envoy, which passes the client's address in the
+// x-forwarded-for metadata, key with ByPeer and an httplimit.ClientIP that
+// lists the proxies' networks in TrustedProxies: the metadata is believed
+// only when the peer is one of them, and read from the right, past the
+// trusted proxies. A client reaching the server directly can put anything
+// in its metadata; believed blindly, it would give itself a fresh key on
+// every call. See httplimit.ClientIP for the rules, which are the same.
+package grpclimit

@@ -1,0 +1,469 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Interceptor limits the rate of the calls a gRPC server serves: one limit
+// (New) or several checked all or nothing (NewAll), each on every method
+// or on some (Limit.Methods, WithMethods). Install both of its
+// interceptors:
+//
+//	grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(i.Unary()),
+//		grpc.ChainStreamInterceptor(i.Stream()))
+//
+// A unary call is decided before its handler runs; a stream once, when it
+// opens, at the cost given by the CostFunc with a nil request.
+//
+// A denied call fails with codes.ResourceExhausted, and its status carries
+// an errdetails.RetryInfo whose RetryDelay is the exact wait after which
+// the call would be admitted (none for a call that can never be, whose
+// cost exceeds the burst), and with WithQuotaFailure an
+// errdetails.QuotaFailure naming the limits that denied. An admitted
+// call's context carries the decision (DecisionFrom).
+//
+// When the interceptor cannot decide:
+//   - a key function's error wrapping ErrNoKey, or a key the store refuses
+//     (floodgate.ErrInvalidKey): codes.InvalidArgument;
+//   - any other key function's error, and a negative cost: codes.Internal;
+//   - a limiter's error: its failure mode (floodgate.Failsafe) decides. If
+//     it admits with an error (dry-run mode), the call goes through; if it
+//     denies with one (FailClosed, or no failsafe), the call fails with
+//     codes.Unavailable, with a RetryInfo of the time until the store is
+//     tried again (1 second if unknown).
+//
+// Error messages are generic: the errors themselves are logged, at most one
+// line a second (WithLogger), and counted (Stats), never sent to the
+// client.
+//
+// An Interceptor is safe for concurrent use.
+type Interceptor struct {
+	limits       []limit
+	defKey       KeyFunc
+	skips        []func(context.Context, string) bool
+	quotaFailure bool
+	onLimited    func(context.Context, string, floodgate.Decision)
+	log          *slog.Logger
+
+	denials                           counter
+	dryRunDenied, keyErrors, failures counter
+	servedOnError                     counter
+	lastLog                           atomic.Int64
+	unlogged                          atomic.Uint64
+}
+
+type counter struct {
+	atomic.Uint64
+	_ [56]byte
+}
+
+type limit struct {
+	l       *floodgate.Limiter
+	key     KeyFunc // nil: the interceptor's
+	cost    CostFunc
+	n       int64
+	name    string
+	methods []string // nil: all
+}
+
+// Limit is one of the limits of NewAll.
+type Limit struct {
+	// Limiter decides; it must not be nil.
+	Limiter *floodgate.Limiter
+	// Key keys calls for this limit; nil means the interceptor's (WithKey,
+	// by default the peer's address).
+	Key KeyFunc
+	// Cost is the cost of a call for this limit; nil means the
+	// interceptor's (WithCost, WithCostFunc, by default 1).
+	Cost CostFunc
+	// Methods are the methods this limit applies to: full method names
+	// ("/pkg.Service/Method") or services ending in a slash
+	// ("/pkg.Service/"). Nil means every method.
+	Methods []string
+	// Name names the limit in QuotaFailure details and logs; by default
+	// the limiter's name, or "default".
+	Name string
+}
+
+// New returns an Interceptor limiting calls with l, configured by opts: by
+// default each call costs 1 on the key of the peer's address. It panics if
+// l is nil.
+func New(l *floodgate.Limiter, opts ...Option) *Interceptor {
+	return newInterceptor([]Limit{{Limiter: l}}, opts, true)
+}
+
+// NewAll returns an Interceptor checking, on each call, the limits that
+// apply to its method, all or nothing (floodgate.AllowAll): a call is
+// admitted only if every one of them admits it, and only then does each
+// spend its units. A call to a method no limit applies to goes through
+// untouched. It panics if limits is empty or a Limiter is nil.
+func NewAll(limits []Limit, opts ...Option) *Interceptor {
+	return newInterceptor(limits, opts, false)
+}
+
+func newInterceptor(limits []Limit, opts []Option, single bool) *Interceptor {
+	if len(limits) == 0 {
+		panic("grpclimit: NewAll with no limit")
+	}
+	c := defaults()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	i := &Interceptor{defKey: c.key, skips: c.skips, quotaFailure: c.quotaFailure, onLimited: c.onLimited, log: c.log}
+	if i.defKey == nil {
+		i.defKey = defaults().key
+	}
+	for k, lc := range limits {
+		if lc.Limiter == nil {
+			panic("grpclimit: limit " + strconv.Itoa(k) + " has a nil Limiter")
+		}
+		lim := limit{l: lc.Limiter, key: lc.Key, cost: lc.Cost, n: 1, name: lc.Name, methods: lc.Methods}
+		if lc.Cost == nil {
+			lim.cost, lim.n = c.cost, c.n
+		}
+		if single {
+			lim.methods = c.methods
+			if c.name != "" {
+				lim.name = c.name
+			}
+		}
+		if lim.name == "" {
+			lim.name = lc.Limiter.Name()
+			if lim.name == lc.Limiter.Policy().String() {
+				lim.name = "default"
+			}
+		}
+		i.limits = append(i.limits, lim)
+	}
+	return i
+}
+
+// Unary returns the interceptor for unary calls.
+func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, err := i.check(ctx, info.FullMethod, req)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the interceptor for streams.
+func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, err := i.check(ss.Context(), info.FullMethod, nil)
+		if err != nil {
+			return err
+		}
+		if ctx != ss.Context() {
+			ss = &stream{ServerStream: ss, ctx: ctx}
+		}
+		return handler(srv, ss)
+	}
+}
+
+// stream is a ServerStream whose context carries the decision.
+type stream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *stream) Context() context.Context { return s.ctx }
+
+// Stats counts what an Interceptor did since it was made.
+type Stats struct {
+	Denied        uint64 // calls denied (ResourceExhausted)
+	DryRunDenied  uint64 // calls a dry-run limiter would have denied, served
+	KeyErrors     uint64 // calls refused because no key could be found
+	Errors        uint64 // calls refused because a limiter failed
+	ServedOnError uint64 // calls served although their limiter failed
+}
+
+// Stats returns the interceptor's counts.
+func (i *Interceptor) Stats() Stats {
+	return Stats{
+		Denied:        i.denials.Load(),
+		DryRunDenied:  i.dryRunDenied.Load(),
+		KeyErrors:     i.keyErrors.Load(),
+		Errors:        i.failures.Load(),
+		ServedOnError: i.servedOnError.Load(),
+	}
+}
+
+// applies reports whether a limit on methods applies to fullMethod.
+func applies(methods []string, fullMethod string) bool {
+	if methods == nil {
+		return true
+	}
+	for _, m := range methods {
+		if m == fullMethod || strings.HasSuffix(m, "/") && strings.HasPrefix(fullMethod, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// decisionContext is the context of a decided call.
+type decisionContext struct {
+	context.Context
+	md      floodgate.MultiDecision
+	limits  []*limit // the limits that applied, in the order of md.Decisions
+	checks  []floodgate.Check
+	binding int
+	one     [1]floodgate.Decision
+	lim     [1]*limit
+	check   [1]floodgate.Check
+}
+
+type decisionKey struct{}
+
+func (c *decisionContext) Value(key any) any {
+	if _, ok := key.(decisionKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// check decides a call and returns its context, or the status error that
+// ends it.
+func (i *Interceptor) check(ctx context.Context, method string, req any) (context.Context, error) {
+	for _, skip := range i.skips {
+		if skip(ctx, method) {
+			return ctx, nil
+		}
+	}
+	dc := &decisionContext{Context: ctx}
+	dc.limits = dc.lim[:0]
+	for k := range i.limits {
+		if applies(i.limits[k].methods, method) {
+			dc.limits = append(dc.limits, &i.limits[k])
+		}
+	}
+	if len(dc.limits) == 0 {
+		return ctx, nil
+	}
+	if len(dc.limits) == 1 {
+		dc.checks = dc.check[:]
+	} else {
+		dc.checks = make([]floodgate.Check, len(dc.limits))
+	}
+	var defKey string
+	var haveDef bool
+	for k, lim := range dc.limits {
+		var key string
+		var err error
+		switch {
+		case lim.key != nil:
+			key, err = lim.key(ctx, method)
+		case haveDef:
+			key = defKey
+		default:
+			defKey, err = i.defKey(ctx, method)
+			key, haveDef = defKey, true
+		}
+		if err != nil {
+			return nil, i.keyError(ctx, method, err)
+		}
+		n := lim.n
+		if lim.cost != nil {
+			n = lim.cost(ctx, method, req)
+		}
+		dc.checks[k] = floodgate.Check{Limiter: lim.l, Key: key, N: n}
+	}
+	var err error
+	if len(dc.checks) == 1 {
+		c := dc.checks[0]
+		var d floodgate.Decision
+		d, err = c.Limiter.AllowN(ctx, c.Key, c.N)
+		dc.one[0] = d
+		dc.md = floodgate.MultiDecision{Allowed: d.Allowed, Denied: -1, Decisions: dc.one[:]}
+		if !d.Allowed {
+			dc.md.RetryAfter, dc.md.Denied = d.RetryAfter, 0
+		}
+	} else {
+		dc.md, err = floodgate.AllowAll(ctx, dc.checks...)
+	}
+	md := &dc.md
+	if err != nil {
+		switch {
+		case errors.Is(err, floodgate.ErrCostExceedsBurst):
+			// A denial, whose RetryAfter is Never.
+		case md.Allowed:
+			i.servedOnError.Add(1)
+			i.logError(ctx, method, "grpclimit: limiter failed; call served", err)
+			return ctx, nil
+		default:
+			return nil, i.limiterError(ctx, method, err, md.RetryAfter)
+		}
+	}
+	dc.binding = binding(md)
+	if md.Allowed {
+		for k := range md.Decisions {
+			if md.Decisions[k].DryRun {
+				i.dryRun(dc, method, k)
+			}
+		}
+		return dc, nil
+	}
+	i.denials.Add(1)
+	if i.onLimited != nil {
+		i.onLimited(dc, method, md.Decisions[dc.binding])
+	}
+	return nil, i.denial(dc)
+}
+
+// binding returns the index of the limit that binds: the one that denied
+// with the longest wait, else the one with the least remaining.
+func binding(md *floodgate.MultiDecision) int {
+	if !md.Allowed && md.Denied >= 0 {
+		return md.Denied
+	}
+	b := 0
+	for k := 1; k < len(md.Decisions); k++ {
+		if md.Decisions[k].Remaining < md.Decisions[b].Remaining {
+			b = k
+		}
+	}
+	return b
+}
+
+// denial returns the status of a denied call.
+func (i *Interceptor) denial(dc *decisionContext) error {
+	md := &dc.md
+	var msg string
+	if md.RetryAfter == floodgate.Never {
+		msg = "rate limit exceeded: the call costs more than the limit allows at once"
+	} else {
+		msg = "rate limit exceeded: retry in " + strconv.FormatInt(ceilSeconds(md.RetryAfter), 10) + "s"
+	}
+	st := status.New(codes.ResourceExhausted, msg)
+	var details []protoadapt.MessageV1
+	if md.RetryAfter != floodgate.Never {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(md.RetryAfter)})
+	}
+	if i.quotaFailure {
+		qf := &errdetails.QuotaFailure{}
+		for k, d := range md.Decisions {
+			if !d.Allowed && !d.Policy().IsZero() { // not a dry-run limit left undecided
+				lim := dc.limits[k]
+				qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
+					Subject:     "limit:" + lim.name,
+					Description: lim.l.Policy().String() + " exceeded",
+					QuotaId:     lim.name,
+				})
+			}
+		}
+		details = append(details, qf)
+	}
+	if ds, err := st.WithDetails(details...); err == nil {
+		st = ds
+	}
+	return st.Err()
+}
+
+// ceilSeconds returns d in whole seconds, rounded up, at least 1.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return max(s, 1)
+}
+
+// dryRun records that limit k, in dry-run mode, would have denied a call.
+func (i *Interceptor) dryRun(dc *decisionContext, method string, k int) {
+	i.dryRunDenied.Add(1)
+	d := dc.md.Decisions[k]
+	if i.log.Enabled(dc, slog.LevelInfo) {
+		i.log.LogAttrs(dc, slog.LevelInfo, "grpclimit: dry run: call over the limit, served",
+			slog.String("limit", dc.limits[k].name), slog.String("key", dc.checks[k].Key),
+			slog.String("method", method), slog.Duration("retry_after", d.RetryAfter))
+	}
+	if i.onLimited != nil {
+		i.onLimited(dc, method, d)
+	}
+}
+
+// keyError returns the status of a call whose key could not be found.
+func (i *Interceptor) keyError(ctx context.Context, method string, err error) error {
+	i.keyErrors.Add(1)
+	if errors.Is(err, ErrNoKey) || errors.Is(err, floodgate.ErrInvalidKey) {
+		return status.Error(codes.InvalidArgument, "the call does not say who is making it, so it cannot be rate-limited")
+	}
+	i.logError(ctx, method, "grpclimit: key function failed", err)
+	return status.Error(codes.Internal, "the server could not rate-limit this call")
+}
+
+// limiterError returns the status of a call whose limiter failed and did
+// not admit it.
+func (i *Interceptor) limiterError(ctx context.Context, method string, err error, retry time.Duration) error {
+	i.failures.Add(1)
+	i.logError(ctx, method, "grpclimit: limiter failed; call refused", err)
+	switch {
+	case errors.Is(err, floodgate.ErrInvalidKey):
+		return status.Error(codes.InvalidArgument, "the call does not say who is making it, so it cannot be rate-limited")
+	case errors.Is(err, floodgate.ErrInvalidCost):
+		return status.Error(codes.Internal, "the server could not rate-limit this call")
+	}
+	if retry <= 0 || retry == floodgate.Never {
+		retry = time.Second
+	}
+	st := status.New(codes.Unavailable, "the rate limiter is unavailable: retry later")
+	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}); err == nil {
+		st = ds
+	}
+	return st.Err()
+}
+
+// logError logs err at level Error, at most once a second.
+func (i *Interceptor) logError(ctx context.Context, method, msg string, err error) {
+	now := time.Now().UnixNano()
+	last := i.lastLog.Load()
+	if now-last < int64(time.Second) || !i.lastLog.CompareAndSwap(last, now) {
+		i.unlogged.Add(1)
+		return
+	}
+	i.log.LogAttrs(ctx, slog.LevelError, msg, slog.String("error", err.Error()),
+		slog.String("method", method), slog.Uint64("unlogged", i.unlogged.Swap(0)))
+}
+
+// DecisionFrom returns the decision of the limit that binds on the call
+// whose context is ctx: the limit that denied, or the one with the least
+// remaining. It reports false for a call the interceptor did not decide.
+func DecisionFrom(ctx context.Context) (floodgate.Decision, bool) {
+	dc, ok := ctx.Value(decisionKey{}).(*decisionContext)
+	if !ok {
+		return floodgate.Decision{}, false
+	}
+	return dc.md.Decisions[dc.binding], true
+}
+
+// MultiDecisionFrom returns the decisions of every limit that applied to
+// the call whose context is ctx, in the order of the limits. The caller
+// must not modify its Decisions.
+func MultiDecisionFrom(ctx context.Context) (floodgate.MultiDecision, bool) {
+	dc, ok := ctx.Value(decisionKey{}).(*decisionContext)
+	if !ok {
+		return floodgate.MultiDecision{}, false
+	}
+	return dc.md, true
+}

@@ -1,0 +1,86 @@
+package grpclimit
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/httplimit"
+)
+
+// An Option configures an Interceptor.
+type Option interface{ apply(*config) }
+
+type config struct {
+	key          KeyFunc
+	cost         CostFunc
+	n            int64
+	name         string
+	methods      []string
+	skips        []func(ctx context.Context, fullMethod string) bool
+	quotaFailure bool
+	onLimited    func(ctx context.Context, fullMethod string, d floodgate.Decision)
+	log          *slog.Logger
+}
+
+func defaults() config {
+	return config{key: ByPeer(httplimit.ClientIP{}), n: 1}
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// A CostFunc returns the cost of a call: req is a unary call's request
+// message, nil for a stream (which is decided once, when it opens).
+type CostFunc func(ctx context.Context, fullMethod string, req any) int64
+
+// WithKey keys calls with f instead of the peer's address
+// (ByPeer(httplimit.ClientIP{})). With NewAll, it is the key of the limits
+// that have none of their own.
+func WithKey(f KeyFunc) Option { return optionFunc(func(c *config) { c.key = f }) }
+
+// WithCost makes every call cost n units instead of 1. With NewAll, it is
+// the cost of the limits that have no Cost of their own.
+func WithCost(n int64) Option { return optionFunc(func(c *config) { c.n, c.cost = n, nil }) }
+
+// WithCostFunc makes each call cost f's units instead of 1. A cost above
+// the policy's burst is denied without RetryInfo (it can never be
+// admitted); a negative cost is codes.Internal. With NewAll, it is the
+// cost of the limits that have no Cost of their own.
+func WithCostFunc(f CostFunc) Option { return optionFunc(func(c *config) { c.cost = f }) }
+
+// WithName names the limit in QuotaFailure details and logs (for New; NewAll takes Limit.Name). By default the name is the
+// limiter's (floodgate.WithName), or "default".
+func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+
+// WithMethods limits only the calls to the given methods: full method
+// names ("/pkg.Service/Method"), or services ending in a slash
+// ("/pkg.Service/") for every method of the service. Other calls pass
+// untouched. For New; NewAll takes Limit.Methods.
+func WithMethods(methods ...string) Option {
+	return optionFunc(func(c *config) { c.methods = append([]string(nil), methods...) })
+}
+
+// WithSkip lets through, unlimited, every call for which f returns true.
+// Several WithSkip options add up.
+func WithSkip(f func(ctx context.Context, fullMethod string) bool) Option {
+	return optionFunc(func(c *config) { c.skips = append(c.skips, f) })
+}
+
+// WithQuotaFailure adds an errdetails.QuotaFailure to the status of a
+// denial, with one violation per limit that denied, besides its
+// errdetails.RetryInfo.
+func WithQuotaFailure() Option { return optionFunc(func(c *config) { c.quotaFailure = true }) }
+
+// WithOnLimited calls f on every denial, with the decision of the limit
+// that denied, and on every call that a limiter in dry-run mode would have
+// denied (d.DryRun set), which goes through.
+func WithOnLimited(f func(ctx context.Context, fullMethod string, d floodgate.Decision)) Option {
+	return optionFunc(func(c *config) { c.onLimited = f })
+}
+
+// WithLogger logs to l instead of slog.Default(): limiter and key-function
+// errors at level Error, at most one line a second, and each call a
+// dry-run limiter would have denied at level Info.
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }

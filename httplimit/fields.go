@@ -1,0 +1,156 @@
+package httplimit
+
+import (
+	"math/bits"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/floodgate/floodgate"
+)
+
+// Canonical header names, so that the hot path writes the header map
+// directly instead of canonicalizing with Header.Set.
+const (
+	hRateLimit       = "Ratelimit"
+	hRateLimitPolicy = "Ratelimit-Policy"
+	hRetryAfter      = "Retry-After"
+	hXLimit          = "X-Ratelimit-Limit"
+	hXRemaining      = "X-Ratelimit-Remaining"
+	hXReset          = "X-Ratelimit-Reset"
+)
+
+// Headers selects the rate-limit header fields the middleware writes, on
+// admitted requests and denials alike; a denial always has Retry-After.
+type Headers uint8
+
+const (
+	// RateLimitHeaders are the IETF fields of
+	// draft-ietf-httpapi-ratelimit-headers (drafts 08 to 11), as
+	// structured fields: RateLimit-Policy, the policies
+	// ("default";q=100;w=60), and RateLimit, the client's standing under
+	// each ("default";r=42;t=30). The default.
+	RateLimitHeaders Headers = 1 << iota
+	// LegacyHeaders are X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset, as many clients still read them, for the limit
+	// that binds (the one that denied, else the one with the least
+	// remaining). X-RateLimit-Reset is in seconds from now, like t,
+	// not a Unix time.
+	LegacyHeaders
+	// NoHeaders writes none: a server may not want to tell clients its
+	// limits (the draft's section 8.2).
+	NoHeaders Headers = 0
+)
+
+// sfString serializes s as a structured-field String (RFC 9651): quoted,
+// with '"' and '\' escaped. Bytes that a String cannot hold (controls and
+// non-ASCII) become '_'.
+func sfString(s string) string {
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '_')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(append(b, '"'))
+}
+
+// quotaWindow returns the RateLimit-Policy q and w of p: its LIMIT and its
+// PERIOD in seconds when PERIOD is whole seconds; otherwise w is PERIOD
+// rounded up to whole seconds and q the units p allows in w, rounded down
+// (10 per 100ms is q=100;w=1), since w is an integer number of seconds.
+func quotaWindow(p floodgate.Policy) (q, w int64) {
+	period := p.Period()
+	if period%time.Second == 0 {
+		return p.Limit(), int64(period / time.Second)
+	}
+	w = int64((period + time.Second - 1) / time.Second)
+	hi, lo := bits.Mul64(uint64(p.Limit()), uint64(w)*uint64(time.Second))
+	quo, _ := bits.Div64(hi, lo, uint64(period)) // hi < period: limit*w*1e9 < 2^64*period
+	return int64(quo), w
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// standing returns what the RateLimit field says of decision d of a
+// request costing n: r, the units available, and t, the seconds within
+// which no more than r may be used. For an admitted request t is the time
+// until the key's quota is whole again (ResetAfter); for a denied one, the
+// time until the request would be admitted (RetryAfter), or ResetAfter for
+// one that never will be. When the request as a whole was denied by
+// another limit, nothing was spent, and an admitting limit's r is its
+// Remaining plus n.
+func standing(d floodgate.Decision, n int64, deniedAll bool) (r, t int64) {
+	r, wait := d.Remaining, d.ResetAfter
+	switch {
+	case !d.Allowed && d.RetryAfter != floodgate.Never:
+		wait = d.RetryAfter
+	case d.Allowed && deniedAll && !d.DryRun:
+		r += n
+	}
+	return max(r, 0), ceilSeconds(wait)
+}
+
+// writeFields sets the rate-limit header fields of a request decided by md
+// on h, before the response is written; checks holds each limit's cost.
+// The fields' slices are vals, which the caller allocates with the rest of
+// the request's state.
+func (m *Middleware) writeFields(h http.Header, md *floodgate.MultiDecision, checks []floodgate.Check, binding int, vals *[2]string) {
+	if m.headers&RateLimitHeaders != 0 {
+		var arr [128]byte
+		b := arr[:0]
+		for i := range md.Decisions {
+			if !decided(&md.Decisions[i]) {
+				continue
+			}
+			if len(b) > 0 {
+				b = append(b, ", "...)
+			}
+			r, t := standing(md.Decisions[i], checks[i].N, !md.Allowed)
+			b = append(b, m.limits[i].sfName...)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, r, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, t, 10)
+		}
+		vals[0], vals[1] = m.policyField, string(b)
+		h[hRateLimitPolicy] = vals[0:1:1]
+		h[hRateLimit] = vals[1:2:2]
+	}
+	if m.headers&LegacyHeaders != 0 && binding >= 0 {
+		r, t := standing(md.Decisions[binding], checks[binding].N, !md.Allowed)
+		h[hXLimit] = []string{m.limits[binding].quotaText}
+		h[hXRemaining] = []string{strconv.FormatInt(r, 10)}
+		h[hXReset] = []string{strconv.FormatInt(t, 10)}
+	}
+}
+
+// decided reports whether d is a decision, not the zero Decision that
+// AllowAll leaves for a dry-run limit when another limit denies.
+func decided(d *floodgate.Decision) bool { return !d.Policy().IsZero() }
+
+// setRetryAfter sets Retry-After to d in whole seconds, rounded up so that
+// a client waiting that long is never early; at least 1. Never, for a
+// request that can never be admitted, sets nothing.
+func setRetryAfter(h http.Header, d time.Duration) {
+	if d == floodgate.Never {
+		return
+	}
+	h[hRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(d), 1), 10)}
+}

@@ -1,0 +1,122 @@
+package httplimit
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/floodgate/floodgate"
+)
+
+// An Option configures a Middleware.
+type Option interface{ apply(*config) }
+
+type config struct {
+	key        KeyFunc
+	cost       func(*http.Request) int64
+	n          int64
+	name, unit string
+	skips      []func(*http.Request) bool
+	status     int
+	body       []byte
+	bodyType   string
+	denied     http.Handler
+	onLimited  func(*http.Request, floodgate.Decision)
+	onError    func(http.ResponseWriter, *http.Request, error)
+	log        *slog.Logger
+	headers    Headers
+}
+
+// defaults returns the configuration before any option.
+func defaults() config {
+	return config{key: ClientIP{}.Key, n: 1, status: http.StatusTooManyRequests, headers: RateLimitHeaders}
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithKey keys requests with f instead of their client address
+// (ClientIP{}.Key, which believes no proxy header). With NewAll, it is the
+// key of the limits that have none of their own.
+func WithKey(f KeyFunc) Option { return optionFunc(func(c *config) { c.key = f }) }
+
+// WithCost makes every request cost n units instead of 1. With NewAll, it
+// is the cost of the limits that have no Cost of their own.
+func WithCost(n int64) Option {
+	return optionFunc(func(c *config) { c.n, c.cost = n, nil })
+}
+
+// WithCostFunc makes each request cost f(r) units instead of 1: its
+// Content-Length, the computed cost of a GraphQL query, and so on. A cost
+// above the policy's burst is denied without Retry-After (it can never be
+// admitted); a negative cost is a server error (500). f runs before the
+// next handler, so one that reads the body must put it back (see the
+// example). With NewAll, it is the cost of the limits that have no Cost of
+// their own.
+func WithCostFunc(f func(*http.Request) int64) Option {
+	return optionFunc(func(c *config) { c.cost = f })
+}
+
+// WithName names the limit in the header fields and in problem details
+// (for New; NewAll takes Limit.Name). By default the name is the
+// limiter's name (floodgate.WithName), or "default" if it has none.
+func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+
+// WithQuotaUnit sets the quota unit advertised in RateLimit-Policy (its qu
+// parameter): "requests" (the default, not written), "content-bytes", or
+// "concurrent-requests". With NewAll, it is the unit of the limits that
+// have no Unit of their own.
+func WithQuotaUnit(unit string) Option { return optionFunc(func(c *config) { c.unit = unit }) }
+
+// WithSkip lets through, unlimited and without rate-limit header fields,
+// every request for which f returns true: health checks, your own
+// monitoring (see ClientIP.In), internal callers. Several WithSkip options
+// add up: a request is skipped if any says so.
+func WithSkip(f func(*http.Request) bool) Option {
+	return optionFunc(func(c *config) { c.skips = append(c.skips, f) })
+}
+
+// WithStatus sets the status of a denial, 429 Too Many Requests by
+// default; some prefer 503 Service Unavailable.
+func WithStatus(code int) Option { return optionFunc(func(c *config) { c.status = code }) }
+
+// WithDeniedBody makes every denial answer body with the given
+// Content-Type, instead of a problem detail or a line of text chosen by the
+// Accept header.
+func WithDeniedBody(contentType string, body []byte) Option {
+	body = append([]byte{}, body...)
+	return optionFunc(func(c *config) { c.bodyType, c.body = contentType, body })
+}
+
+// WithDeniedHandler answers denials with h instead of the default body. h
+// runs after the header fields (RateLimit, Retry-After) are set, and
+// DecisionFrom(r.Context()) returns the decision; it writes the status
+// itself.
+func WithDeniedHandler(h http.Handler) Option { return optionFunc(func(c *config) { c.denied = h }) }
+
+// WithOnLimited calls f on every denial, before the response is written,
+// with the decision of the limit that denied, and on every request that a
+// limiter in dry-run mode would have denied (d.DryRun set), which is
+// served: for metrics and logs. f must not write to the response.
+func WithOnLimited(f func(r *http.Request, d floodgate.Decision)) Option {
+	return optionFunc(func(c *config) { c.onLimited = f })
+}
+
+// WithErrorHandler answers the requests that the middleware cannot decide
+// with f instead of the default response (see Middleware): those whose key
+// function failed and those whose limiter failed. The error may wrap
+// ErrNoKey, floodgate.ErrStoreUnavailable and so on. f writes the response.
+func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
+	return optionFunc(func(c *config) { c.onError = f })
+}
+
+// WithLogger logs to l instead of slog.Default(). The middleware logs
+// limiter and key-function errors at level Error, at most one line a
+// second (with the number of errors not logged since the last line), and
+// each request a dry-run limiter would have denied at level Info.
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
+
+// WithHeaders selects the rate-limit header fields written,
+// RateLimitHeaders by default: RateLimitHeaders|LegacyHeaders adds the
+// X-RateLimit ones, NoHeaders writes none (but Retry-After on denials).
+func WithHeaders(h Headers) Option { return optionFunc(func(c *config) { c.headers = h }) }
