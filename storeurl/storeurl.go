@@ -46,7 +46,17 @@ var ErrInvalidURL = errors.New("invalid store URL")
 // to a Redis store after the URL's own. A file store's file is created
 // when missing, and a file that others hold is waited for as
 // filestore.Open says.
+//
+// An error never shows the URL's password: it is replaced by "xxxxx".
 func Open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer, error) {
+	s, c, err := open(rawURL, extra...)
+	if err != nil {
+		return nil, nil, hidePassword(err, rawURL)
+	}
+	return s, c, nil
+}
+
+func open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer, error) {
 	scheme, _, _ := strings.Cut(rawURL, ":")
 	var client redis.UniversalClient
 	var opts []redisstore.Option
@@ -214,3 +224,37 @@ func clusterOrSentinel(scheme, raw string) (redis.UniversalClient, string, error
 	return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: addrs,
 		Username: user, Password: password, DB: db}), q.Get("prefix"), nil
 }
+
+// hidePassword returns err with every occurrence of rawURL's password, as
+// written and unescaped, replaced by "xxxxx"; err itself when there is
+// none. The result still wraps err, for errors.Is.
+func hidePassword(err error, rawURL string) error {
+	_, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return err
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return err
+	}
+	_, pw, ok := strings.Cut(rest[:at], ":")
+	if !ok || pw == "" {
+		return err
+	}
+	msg := strings.ReplaceAll(err.Error(), pw, "xxxxx")
+	if u, uerr := url.PathUnescape(pw); uerr == nil && u != "" {
+		msg = strings.ReplaceAll(msg, u, "xxxxx")
+	}
+	return redactedError{msg, err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }

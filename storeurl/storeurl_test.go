@@ -150,3 +150,22 @@ func FuzzOpen(f *testing.F) {
 		c.Close()
 	})
 }
+
+// No error shows a URL's password, as written or unescaped.
+func TestErrorsHidePasswords(t *testing.T) {
+	for _, raw := range []string{
+		"redis://user:s3cr%2Ft@127.0.0.1:notaport/0",
+		"redis://:s3cr%2Ft@127.0.0.1:6379/x",
+		"redis-cluster://user:s3cr%2Ft@127.0.0.1:1,bad",
+		"redis-sentinel://user:s3cr%2Ft@mymaster@127.0.0.1:1?nope=1",
+	} {
+		_, _, err := storeurl.Open(raw)
+		if err == nil || !errors.Is(err, storeurl.ErrInvalidURL) {
+			t.Errorf("Open(%q) = %v, want an error wrapping ErrInvalidURL", raw, err)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "s3cr") || !strings.Contains(msg, "xxxxx") {
+			t.Errorf("Open(%q): %q shows the password or hides nothing", raw, msg)
+		}
+	}
+}

@@ -8,7 +8,9 @@
 // The commands are:
 //
 //	check      decide one event for a shell script (exit status 0 or 1)
+//	client     ask a running floodgate serve (check, reset, policies)
 //	filter     pass the lines of standard input that a limit admits
+//	serve      run the rate-limit service (HTTP JSON, Envoy's gRPC, metrics)
 //	simulate   replay a trace through a policy with simulated time
 //
 // Run "floodgate COMMAND -h" for a command's usage.
@@ -39,7 +41,9 @@ type command struct {
 
 var commands = []command{
 	{"check", "decide one event for a shell script (exit status 0 or 1)", runCheck},
+	{"client", "ask a running floodgate serve (check, reset, policies)", runClient},
 	{"filter", "pass the lines of standard input that a limit admits", runFilter},
+	{"serve", "run the rate-limit service (HTTP JSON, Envoy's gRPC, metrics)", runServe},
 	{"simulate", "replay a trace through a policy with simulated time", runSimulate},
 }
 

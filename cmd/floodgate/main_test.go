@@ -82,7 +82,9 @@ func TestUsageListsCommands(t *testing.T) {
 
 Commands:
   check      decide one event for a shell script (exit status 0 or 1)
+  client     ask a running floodgate serve (check, reset, policies)
   filter     pass the lines of standard input that a limit admits
+  serve      run the rate-limit service (HTTP JSON, Envoy's gRPC, metrics)
   simulate   replay a trace through a policy with simulated time
 
 Run 'floodgate COMMAND -h' for a command's usage.

@@ -189,3 +189,60 @@ func BenchmarkDecideOneKey(b *testing.B) {
 		tb.Decide("user:12345", now, 1)
 	}
 }
+
+// AppendEntries copies every live key of every shard, skipping drained
+// ones, and the copies share nothing with the table.
+func TestAppendEntries(t *testing.T) {
+	for _, ps := range policies {
+		t.Run(ps, func(t *testing.T) {
+			p, err := algo.ParsePolicy(ps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb := New(p, 1<<14, 4)
+			period := int64(p.Period())
+			for i := range 3000 {
+				if _, err := tb.Decide(fmt.Sprint("k", i), int64(i%2)*10*period, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// At 5 periods, the keys decided at 0 have drained and those
+			// decided at 10 periods have not.
+			var got []Entry
+			for i := range tb.Shards() {
+				got = tb.AppendEntries(got, i, 5*period)
+			}
+			if len(got) != 1500 {
+				t.Fatalf("%d entries, want 1500", len(got))
+			}
+			seen := map[string]bool{}
+			for _, e := range got {
+				var n int
+				if _, err := fmt.Sscanf(e.Key, "k%d", &n); err != nil || n%2 != 1 || seen[e.Key] {
+					t.Fatalf("unexpected entry %q", e.Key)
+				}
+				seen[e.Key] = true
+				h := tb.Hash(e.Key)
+				tb.Lock(tb.Shard(h))
+				s, ok := tb.Load(h, e.Key)
+				tb.Unlock(tb.Shard(h))
+				a, _ := s.MarshalBinary()
+				b, _ := e.State.MarshalBinary()
+				if !ok || string(a) != string(b) {
+					t.Fatalf("%q: entry %x, table %x", e.Key, b, a)
+				}
+			}
+			// Deciding on a copy leaves the table alone.
+			e := got[0]
+			before, _ := e.State.MarshalBinary()
+			if _, err := p.Decide(&e.State, 10*period, 1); err != nil {
+				t.Fatal(err)
+			}
+			h := tb.Hash(e.Key)
+			s, _ := tb.Load(h, e.Key)
+			if after, _ := s.MarshalBinary(); string(after) != string(before) {
+				t.Errorf("deciding on a copy changed the table: %x, then %x", before, after)
+			}
+		})
+	}
+}

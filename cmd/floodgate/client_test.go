@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/server"
+)
+
+// clientServer serves floodgate in process on a fake clock, with the
+// token in the returned file.
+func clientServer(t *testing.T) (url, tokenFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile = filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("# the token\nsesame\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := server.ParseConfig([]byte("policies: {login: sliding-log 2/10s, api: token-bucket 5/1s}\nauth: {token_file: token}\n"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(floodgate.NewMemoryStore(0), cfg, server.WithClock(clock.NewFake(time.Unix(t0, 0))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return hs.URL, tokenFile
+}
+
+func runClientCmd(t *testing.T, args ...string) checkRun {
+	t.Helper()
+	t.Setenv("FLOODGATE_SERVER", "")
+	t.Setenv("FLOODGATE_TOKEN", "")
+	var stdout, stderr bytes.Buffer
+	code := run(append([]string{"client"}, args...), strings.NewReader(""), &stdout, &stderr)
+	return checkRun{code, stdout.String(), stderr.String()}
+}
+
+func TestClientCommand(t *testing.T) {
+	url, token := clientServer(t)
+	flags := []string{"--server", url, "--token-file", token}
+	check := func(args ...string) checkRun {
+		return runClientCmd(t, append(append([]string{"check"}, flags...), args...)...)
+	}
+	wantRun(t, "first", check("--policy", "login", "alice"), 0, "")
+	wantRun(t, "peek", check("--policy", "login", "--cost", "0", "alice"), 0, "")
+	wantRun(t, "second", check("--policy", "login", "alice"), 0, "")
+	wantRun(t, "third", check("--policy", "login", "alice"), 1, "10\n")
+	wantRun(t, "json", check("--policy", "login", "--json", "alice"), 1, `{"allowed":false,"remaining":0,"retry_after":10,"reset_after":10}`+"\n")
+	wantRun(t, "inline", check("--policy-text", "fixed-window 1/1m", "--json", "bob"), 0, `{"allowed":true,"remaining":0,"retry_after":0,"reset_after":60}`+"\n")
+	wantRun(t, "reset", runClientCmd(t, append(append([]string{"reset"}, flags...), "--policy", "login", "alice")...), 0, "")
+	wantRun(t, "after the reset", check("--policy", "login", "alice"), 0, "")
+	wantRun(t, "policies", runClientCmd(t, append([]string{"policies"}, flags...)...), 0, "api\ttoken-bucket 5/1s\nlogin\tsliding-log 2/10s\n")
+	wantRun(t, "policies --json", runClientCmd(t, append([]string{"policies", "--json"}, flags...)...), 0,
+		`[{"name":"api","policy":"token-bucket 5/1s"},{"name":"login","policy":"sliding-log 2/10s"}]`+"\n")
+	// The token from the environment.
+	t.Setenv("FLOODGATE_TOKEN", "sesame")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"client", "check", "--server", url, "--policy", "api", "k"}, nil, &stdout, &stderr); code != 0 {
+		t.Errorf("with $FLOODGATE_TOKEN: %d %s", code, &stderr)
+	}
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no subcommand", nil, "want a subcommand"},
+		{"unknown subcommand", []string{"chek"}, `unknown subcommand "chek"`},
+		{"no key", append([]string{"check", "--policy", "login"}, flags...), "exactly one KEY"},
+		{"no policy", append([]string{"check"}, append(flags, "k")...), "give --policy NAME or --policy-text"},
+		{"negative cost", append([]string{"check", "--policy", "login", "--cost", "-1"}, append(flags, "k")...), "cannot be negative"},
+		{"bad server URL", []string{"check", "--server", "localhost:8080", "--policy", "login", "k"}, "want http://HOST:PORT"},
+		{"unknown policy", append([]string{"check", "--policy", "nope"}, append(flags, "k")...), `400 Bad Request: unknown policy "nope"`},
+		{"no token", []string{"check", "--server", url, "--policy", "login", "k"}, "401 Unauthorized"},
+		{"no server", []string{"check", "--server", "http://127.0.0.1:1", "--policy", "login", "k"}, "connection refused"},
+		{"missing token file", []string{"check", "--token-file", "/nonexistent", "--policy", "login", "k"}, "--token-file"},
+	} {
+		r := runClientCmd(t, c.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want 2 and %q", c.name, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+	if r := runClientCmd(t, "-h"); r.code != 0 || r.stdout != clientUsage {
+		t.Errorf("client -h: %d %q", r.code, r.stderr)
+	}
+}

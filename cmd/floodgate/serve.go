@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/floodgate/floodgate/server"
+)
+
+const serveUsage = `Usage: floodgate serve [flags]
+
+Serve runs floodgate's rate-limit service: an HTTP JSON API for programs in
+any language, Envoy's rate-limit service (gRPC) for proxies, Prometheus
+metrics. With no flags it serves, on loopback only, the policy "default"
+(token-bucket 100/1m burst=20) from this process's memory, and keeps that
+memory across restarts in a snapshot file. Try:
+
+  floodgate serve &
+  curl -s -d '{"policy":"default","key":"alice"}' http://127.0.0.1:8080/v1/check
+  {"allowed":true,"remaining":19,"retry_after":0,"reset_after":0.6}
+
+It prints where it listens on standard output, one line each, then a line
+starting "floodgate serve: ready":
+
+  floodgate serve: http 127.0.0.1:8080
+  floodgate serve: metrics 127.0.0.1:6070
+
+and logs on standard error. SIGTERM or SIGINT shut it down gracefully
+(requests under way finish; a second signal kills); SIGHUP reloads the
+configuration files, as does any change to them. Exit status: 0 after a
+graceful shutdown, 1 when it cannot start or a listener fails, 2 for a bad
+flag.
+
+HTTP API (JSON bodies; times in seconds, with up to 9 decimals):
+
+  POST /v1/check  {"policy":"default","key":"alice","cost":1}
+      policy names a configured policy; or "policy_text":"token-bucket 5/1s"
+      gives one inline (keys shared with floodgate check --policy on the
+      same store); cost defaults to 1, and 0 peeks without spending.
+      -> {"allowed":true,"remaining":19,"retry_after":0,"reset_after":0.6}
+      retry_after: the wait after which a refused check would pass (0 when
+      allowed); reset_after: until the key is back to its initial state.
+  POST /v1/check  {"checks":[{"policy":"per-user","key":"u42"},
+                             {"policy":"global","key":"all"}],"mode":"all"}
+      mode all (the default): all or nothing, a refusal spends nothing
+      anywhere; mode each: each check alone.
+      -> {"allowed":false,"retry_after":2.5,"denied":1,"results":[{...},{...}]}
+      denied: the index of the check that refused (the one with the longest
+      retry_after), absent when allowed; results in the order of checks.
+  POST /v1/reset  {"policy":"default","key":"alice"}     -> 204, no body
+  GET  /v1/policies
+      -> {"policies":[{"name":"default",
+          "policy":"token-bucket 100/1m burst=20","algorithm":"token-bucket",
+          "limit":100,"period":60,"burst":20}]}
+  POST /json      Envoy's rate-limit request in JSON (with --envoy-config)
+
+  A refusal is a 200 with "allowed":false. Errors are {"error":"..."}:
+  400 for a malformed body, an unknown field or policy, a bad cost (not a
+  whole number, negative, above the policy's burst), a missing or too long
+  key, too many checks or too big a body; 401 without a valid bearer token
+  when the configuration has tokens (Authorization: Bearer TOKEN); 503 with
+  Retry-After when the store fails (fail-closed by default).
+
+Operations (on --metrics, without authentication: keep it private):
+  GET /metrics    floodgate_decisions_total{policy,result},
+                  floodgate_request_duration_seconds{api,endpoint},
+                  floodgate_requests_total{api,endpoint,code},
+                  floodgate_requests_in_flight{api},
+                  floodgate_store_errors_total, floodgate_store_failures_total,
+                  floodgate_store_fallbacks_total{mode}, floodgate_store_down,
+                  floodgate_memory_keys, floodgate_memory_evictions_total,
+                  floodgate_config_reloads_total{config,result},
+                  floodgate_snapshot_writes_total{result},
+                  floodgate_envoy_requests_total{result}, Go and process
+  GET /healthz    200 while the process runs
+  GET /readyz     200 when the store answers a peek, 503 otherwise and
+                  while shutting down
+  /debug/pprof/   the Go profiler
+
+Flags (each also read from the environment variable named after it, such
+as FLOODGATE_STORE; a flag given wins):
+  --store URL           where the state lives: memory (the default),
+                        file:PATH, redis://HOST:PORT[/DB], unix:///PATH,
+                        redis-cluster://HOST:PORT[,HOST:PORT...],
+                        redis-sentinel://MASTER@HOST:PORT[,...]; instances
+                        on one Redis decide together, exactly
+  --http ADDR           the JSON API (default 127.0.0.1:8080; port 0 picks
+                        a free port)
+  --grpc ADDR           Envoy's rate-limit service, served only with
+                        --envoy-config (default 127.0.0.1:8081)
+  --metrics ADDR        metrics, health and pprof (default 127.0.0.1:6070;
+                        off for none)
+  --config FILE         floodgate's configuration (YAML): policies, limits,
+                        auth, TLS, store failure mode, snapshot; see below
+  --envoy-config DIR    envoyproxy/ratelimit's configuration directory:
+                        serves Envoy's rate-limit service (gRPC, POST /json)
+  --envoy-shadow-mode   answer every Envoy request OK, counting what would
+                        have been refused
+  --snapshot FILE       the memory store's snapshot (default: the
+                        configuration's, else serve.snapshot in the state
+                        directory: $XDG_STATE_HOME/floodgate, else
+                        ~/.local/state/floodgate); off for none. One server
+                        per file: it is locked
+  --snapshot-interval D how often the snapshot is written besides at
+                        shutdown (default 10s; 0 only at shutdown), so a
+                        crash loses at most D of decisions
+  --shutdown-timeout D  how long requests under way may take to finish
+                        at shutdown (default 15s)
+  --watch-interval D    how often the configuration files are looked at
+                        for changes (default 1s; 0 never: SIGHUP only)
+  --log-format F        text (the default) or json
+  --log-level L         debug, info (the default), warn or error
+  $FLOODGATE_TOKEN      the bearer token, when the configuration names no
+                        token file (never logged)
+
+Configuration file (every part optional; relative paths are relative to it):
+  policies:                          # none: the built-in "default" alone
+    default: token-bucket 100/1m burst=20
+    login: sliding-log 5/1m
+  limits: {max_body_bytes: 1048576, max_checks: 1000, max_key_bytes: 1024,
+           inline_policies: true, max_inline_policies: 100}
+  auth: {token_file: token}          # one token a line: rotate by adding
+  tls: {cert_file: server.crt, key_file: server.key,
+        client_ca_file: clients.crt} # client_ca_file: mutual TLS
+  store: {fail_mode: closed, timeout: 100ms, max_keys: 1048576}
+                                     # timeout: per call; 1s for file:
+  snapshot: {file: /var/lib/floodgate/snapshot, interval: 10s}
+A reload applies policies, limits, auth and certificates; an invalid file
+is refused (logged, counted) and the previous configuration keeps serving.
+`
+
+// serveEnv names the environment variable of each of serve's flags.
+var serveEnv = map[string]string{
+	"store": "FLOODGATE_STORE", "http": "FLOODGATE_HTTP", "grpc": "FLOODGATE_GRPC", "metrics": "FLOODGATE_METRICS",
+	"config": "FLOODGATE_CONFIG", "envoy-config": "FLOODGATE_ENVOY_CONFIG", "envoy-shadow-mode": "FLOODGATE_ENVOY_SHADOW_MODE",
+	"snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
+	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
+	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
+}
+
+// runServe is the serve command.
+func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	storeURL := fs.String("store", "memory", "")
+	httpAddr := fs.String("http", server.DefaultHTTPAddr, "")
+	grpcAddr := fs.String("grpc", server.DefaultGRPCAddr, "")
+	metricsAddr := fs.String("metrics", server.DefaultMetricsAddr, "")
+	configFile := fs.String("config", "", "")
+	envoyDir := fs.String("envoy-config", "", "")
+	envoyShadow := fs.Bool("envoy-shadow-mode", false, "")
+	snapshot := fs.String("snapshot", "", "")
+	snapshotEvery := fs.Duration("snapshot-interval", server.DefaultSnapshotInterval, "")
+	shutdownTimeout := fs.Duration("shutdown-timeout", server.DefaultShutdownTimeout, "")
+	watchEvery := fs.Duration("watch-interval", server.DefaultWatchInterval, "")
+	logFormat := fs.String("log-format", "text", "")
+	logLevel := fs.String("log-level", "info", "")
+	usageError := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "floodgate serve: "+format+"\nRun 'floodgate serve -h' for usage.\n", a...)
+		return exitUsage
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, serveUsage)
+			return exitOK
+		}
+		return usageError("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageError("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, env := range serveEnv {
+		if v := os.Getenv(env); v != "" && !set[name] {
+			if err := fs.Set(name, v); err != nil {
+				return usageError("$%s: %v", env, err)
+			}
+			set[name] = true
+		}
+	}
+	for name, d := range map[string]time.Duration{"snapshot-interval": *snapshotEvery, "shutdown-timeout": *shutdownTimeout, "watch-interval": *watchEvery} {
+		if d < 0 {
+			return usageError("--%s %v: a duration cannot be negative", name, d)
+		}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler
+	switch *logFormat {
+	case "text":
+		handler = slog.NewTextHandler(stderr, hopts)
+	case "json":
+		handler = slog.NewJSONHandler(stderr, hopts)
+	default:
+		return usageError("--log-format %q: want text or json", *logFormat)
+	}
+	log := slog.New(handler)
+
+	o := server.Options{
+		Store: *storeURL, HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, MetricsAddr: *metricsAddr,
+		ConfigFile: *configFile, EnvoyConfigDir: *envoyDir, EnvoyShadowMode: *envoyShadow,
+		SnapshotFile: *snapshot, ShutdownTimeout: *shutdownTimeout,
+		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
+	}
+	if o.MetricsAddr == "off" {
+		o.MetricsAddr = ""
+	}
+	if set["snapshot-interval"] {
+		o.SnapshotInterval = snapshotEvery
+	}
+	o.WatchInterval = *watchEvery
+	if *watchEvery == 0 {
+		o.WatchInterval = -1 // never
+	}
+	if dir, err := stateDir(); err == nil {
+		o.DefaultSnapshotFile = filepath.Join(dir, "serve.snapshot")
+	} else {
+		log.Warn("no state directory for the default snapshot", "err", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills, as if serve did not handle it
+	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reload := make(chan struct{})
+	go func() {
+		for range hup {
+			select {
+			case reload <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	o.Reload = reload
+
+	var mu sync.Mutex // Listening's lines, whole
+	o.Listening = func(name string, addr net.Addr) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case name == "ready" && o.ConfigFile == "":
+			fmt.Fprintf(stdout, "floodgate serve: ready; try: curl -s -d '{\"policy\":\"default\",\"key\":\"alice\"}' %s\n", tryURL(addr))
+			return
+		case name == "ready":
+			fmt.Fprintln(stdout, "floodgate serve: ready")
+			return
+		}
+		fmt.Fprintf(stdout, "floodgate serve: %s %s\n", name, addr)
+	}
+	if err := server.Run(ctx, o); err != nil {
+		if errors.Is(err, server.ErrSnapshotInUse) {
+			fmt.Fprintf(stderr, "floodgate serve: %v (is another floodgate serve running? give it --snapshot FILE, or --snapshot off)\n", err)
+		} else {
+			fmt.Fprintf(stderr, "floodgate serve: %v\n", err)
+		}
+		return exitFailure
+	}
+	return exitOK
+}
+
+// tryURL is the URL of the check endpoint at the HTTP API's address, for
+// the ready line's example.
+func tryURL(addr net.Addr) string {
+	host := "127.0.0.1"
+	if ta, ok := addr.(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
+		host = ta.IP.String()
+	}
+	port := "8080"
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		port = strconv.Itoa(ta.Port)
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/v1/check"
+}

@@ -1,0 +1,726 @@
+package envoyrls
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"gopkg.in/yaml.v3"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+)
+
+// Config is a set of envoyproxy/ratelimit configuration files, one domain
+// each, parsed and checked. It is immutable and safe for concurrent use;
+// one Config may serve several Services (each keeps its own state).
+// The zero Config, like a nil *Config, has no domain.
+type Config struct {
+	domains map[string]*domain
+	rules   []*rule // every rule of every domain; rule.id indexes it
+}
+
+// A domain is one file's descriptor tree.
+type domain struct {
+	name, file string
+	root       level
+}
+
+// A level is the descriptors at one depth under one parent, indexed the
+// three ways a request entry can match them (see lookup).
+type level struct {
+	exact     map[entryKey]*node // descriptors with a value (wildcards too, literally)
+	keyOnly   map[string]*node   // descriptors without a value
+	wildcards []*node            // values ending in '*', in file order
+}
+
+type entryKey struct{ key, value string }
+
+// A node is one descriptor of the configuration.
+type node struct {
+	key, value string
+	line       int
+	prefix     string // a wildcard's value without its '*'
+	wildcard   bool
+	share      bool  // share_threshold: every value the wildcard matches shares one limit
+	rule       *rule // nil without rate_limit
+	children   level
+}
+
+// A rule is a descriptor's rate_limit.
+type rule struct {
+	id        int
+	domain    string
+	path      string // domain.key_value.key..., as upstream names a rule in its stats
+	file      string
+	line      int
+	name      string
+	replaces  []string
+	unlimited bool
+	shadow    bool
+	perUnit   uint32 // requests_per_unit; 0 blocks everything
+	unit      rlsv3.RateLimitResponse_RateLimit_Unit
+	period    time.Duration
+	// multiplier is a limit override's unit_multiplier (windows of
+	// multiplier units), when more than 1.
+	multiplier uint32
+	policy     floodgate.Policy // zero when unlimited or perUnit is 0
+	// upstream is true for the fixed-window rules, which answer exactly as
+	// envoyproxy/ratelimit's counters do (see the package documentation).
+	upstream bool
+}
+
+// ErrInvalidConfig is wrapped by every error of ParseConfig and LoadConfig
+// about a file's content; errors.As finds the *ConfigError with the file
+// and line.
+var ErrInvalidConfig = errors.New("invalid envoyrls configuration")
+
+// A ConfigError is a problem with one configuration file.
+type ConfigError struct {
+	File    string // the file's name, as given to ParseConfig or found by LoadConfig
+	Line    int    // 1-based; 0 when the problem concerns the whole file
+	Problem string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("envoyrls: %s:%d: %s", e.File, e.Line, e.Problem)
+	}
+	return fmt.Sprintf("envoyrls: %s: %s", e.File, e.Problem)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// units are the rate_limit units upstream accepts, with its window for
+// each: fixed windows aligned to the Unix epoch, of 30 days for a month
+// and 365 for a year (upstream's default; it has an option for calendar
+// months, which floodgate does not have).
+var units = map[string]struct {
+	unit   rlsv3.RateLimitResponse_RateLimit_Unit
+	period time.Duration
+}{
+	"SECOND": {rlsv3.RateLimitResponse_RateLimit_SECOND, time.Second},
+	"MINUTE": {rlsv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
+	"HOUR":   {rlsv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
+	"DAY":    {rlsv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
+	"WEEK":   {rlsv3.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
+	"MONTH":  {rlsv3.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
+	"YEAR":   {rlsv3.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
+}
+
+// The keys each mapping of a file may hold. detailed_metric and
+// value_to_metric only shape upstream's statistics: they are accepted and
+// ignored. algorithm, burst and capacity are floodgate's.
+var (
+	rootKeys       = []string{"domain", "descriptors"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "capacity"}
+	replacesKeys   = []string{"name"}
+)
+
+// ParseConfig parses envoyproxy/ratelimit configuration files: each value
+// of files is the YAML of one file, named by its key, and holds one
+// domain. See the package documentation for the format.
+//
+// An error names the file, the line and the problem: YAML that does not
+// parse, an unknown key (with the likely intended one), a missing or
+// duplicated domain, an empty descriptor key, a duplicated descriptor, a
+// bad unit, requests_per_unit, algorithm or burst, an empty or
+// self-naming replaces. It wraps ErrInvalidConfig and, for each file at
+// fault, a *ConfigError; every file is checked, and the errors of several
+// files are joined, in the order of their names.
+func ParseConfig(files map[string][]byte) (*Config, error) {
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	c := &Config{domains: make(map[string]*domain)}
+	var errs []error
+	for _, name := range names {
+		d, err := c.parseFile(name, files[name])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if prev := c.domains[d.name]; prev != nil {
+			errs = append(errs, &ConfigError{File: name, Problem: fmt.Sprintf("duplicate domain %q, also in %s", d.name, prev.file)})
+			continue
+		}
+		c.domains[d.name] = d
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// LoadConfig reads every *.yaml and *.yml file of dir, except those whose
+// names begin with a dot, and parses them with ParseConfig. dir is the
+// directory that holds the files, RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config
+// in envoyproxy/ratelimit's layout; when dir holds no such file but has a
+// subdirectory named config, LoadConfig reads that instead, so that
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY works too. Symbolic links are followed
+// (a Kubernetes ConfigMap mounts its files as links). A directory without
+// files gives a Config with no domain.
+func LoadConfig(dir string) (*Config, error) {
+	files, err := readYAMLDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		sub := filepath.Join(dir, "config")
+		if fi, err := os.Stat(sub); err == nil && fi.IsDir() {
+			if files, err = readYAMLDir(sub); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return ParseConfig(files)
+}
+
+func readYAMLDir(dir string) (map[string][]byte, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("envoyrls: reading the configuration: %w", err)
+	}
+	files := make(map[string][]byte)
+	for _, e := range entries {
+		name := e.Name()
+		ext := filepath.Ext(name)
+		if strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		fi, err := os.Stat(path) // follows links
+		if err != nil {
+			return nil, fmt.Errorf("envoyrls: reading the configuration: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("envoyrls: reading the configuration: %w", err)
+		}
+		files[path] = data
+	}
+	return files, nil
+}
+
+// Domains returns the names of the configuration's domains, sorted.
+func (c *Config) Domains() []string {
+	if c == nil {
+		return nil
+	}
+	names := make([]string, 0, len(c.domains))
+	for name := range c.domains {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// maxNodes bounds the YAML nodes a file may expand to, aliases included,
+// so that a file of a few bytes cannot make the parser walk billions.
+const maxNodes = 1 << 20
+
+// parser is the state of parsing one file.
+type parser struct {
+	c      *Config
+	file   string
+	domain string
+	nodes  int
+}
+
+// A failure is a *ConfigError in flight: the parser panics with it and
+// parseFile recovers it, which keeps the walk below free of error plumbing.
+type failure struct{ err *ConfigError }
+
+func (p *parser) fail(n *yaml.Node, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	panic(failure{&ConfigError{File: p.file, Line: line, Problem: fmt.Sprintf(format, args...)}})
+}
+
+func (c *Config) parseFile(file string, data []byte) (d *domain, err error) {
+	p := &parser{c: c, file: file}
+	firstRule := len(c.rules)
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(failure)
+			if !ok {
+				panic(r)
+			}
+			c.rules = c.rules[:firstRule]
+			d, err = nil, f.err
+		}
+	}()
+	doc := p.decode(data)
+	root := p.deref(doc)
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = p.deref(root.Content[0])
+	}
+	if p.isNull(root) {
+		p.fail(root, "config file cannot have empty domain")
+	}
+	d = &domain{file: file}
+	var descs *yaml.Node
+	for _, kv := range p.mapping(root, "the file", rootKeys) {
+		switch kv.key {
+		case "domain":
+			d.name = p.str(kv.value, "domain")
+		case "descriptors":
+			descs = kv.value
+		}
+	}
+	if d.name == "" {
+		p.fail(root, "config file cannot have empty domain")
+	}
+	p.domain = d.name
+	p.level(&d.root, descs, d.name)
+	return d, nil
+}
+
+// decode parses the file's one YAML document.
+func (p *parser) decode(data []byte) (doc *yaml.Node) {
+	defer func() {
+		// The YAML library should not panic; if it does, the file is
+		// refused rather than the process brought down.
+		if r := recover(); r != nil {
+			if _, ok := r.(failure); ok {
+				panic(r)
+			}
+			p.fail(nil, "invalid YAML (%v)", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	doc = new(yaml.Node)
+	switch err := dec.Decode(doc); {
+	case errors.Is(err, io.EOF):
+		p.fail(nil, "config file cannot have empty domain")
+	case err != nil:
+		p.fail(nil, "invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		p.fail(&extra, "more than one YAML document")
+	}
+	return doc
+}
+
+// level parses a list of descriptors into l.
+func (p *parser) level(l *level, list *yaml.Node, parentPath string) {
+	if list == nil {
+		return
+	}
+	list = p.deref(list)
+	if p.isNull(list) {
+		return
+	}
+	if list.Kind != yaml.SequenceNode {
+		p.fail(list, "descriptors must be a list, not %s", kindName(list))
+	}
+	for _, item := range list.Content {
+		item = p.deref(item)
+		n := &node{line: item.Line}
+		var rl, children *yaml.Node
+		var shadow bool
+		for _, kv := range p.mapping(item, "a descriptor", descriptorKeys) {
+			switch kv.key {
+			case "key":
+				n.key = p.str(kv.value, "key")
+			case "value":
+				n.value = p.str(kv.value, "value")
+			case "rate_limit":
+				rl = kv.value
+			case "descriptors":
+				children = kv.value
+			case "shadow_mode":
+				shadow = p.boolean(kv.value, "shadow_mode")
+			case "share_threshold":
+				n.share = p.boolean(kv.value, "share_threshold")
+			case "detailed_metric", "value_to_metric":
+				p.boolean(kv.value, kv.key) // checked, then ignored: statistics only
+			}
+		}
+		if n.key == "" {
+			p.fail(item, "descriptor has empty key")
+		}
+		path := parentPath + "." + n.key
+		if n.value != "" {
+			path += "_" + n.value
+		}
+		n.wildcard = strings.HasSuffix(n.value, "*")
+		n.prefix = strings.TrimSuffix(n.value, "*")
+		if n.share && !n.wildcard {
+			p.fail(item, "share_threshold can only be used with wildcard values (ending with '*'), but %s has value %q", n.key, n.value)
+		}
+		if prev := l.find(n.key, n.value); prev != nil {
+			p.fail(item, "duplicate descriptor composite key '%s' (first at line %d)", path, prev.line)
+		}
+		if rl != nil && !p.isNull(p.deref(rl)) {
+			n.rule = p.rateLimit(p.deref(rl), path, shadow)
+		}
+		p.level(&n.children, children, path)
+		l.add(n)
+	}
+}
+
+func (l *level) find(key, value string) *node {
+	if value == "" {
+		return l.keyOnly[key]
+	}
+	return l.exact[entryKey{key, value}]
+}
+
+func (l *level) add(n *node) {
+	if n.value == "" {
+		if l.keyOnly == nil {
+			l.keyOnly = make(map[string]*node)
+		}
+		l.keyOnly[n.key] = n
+		return
+	}
+	if l.exact == nil {
+		l.exact = make(map[entryKey]*node)
+	}
+	l.exact[entryKey{n.key, n.value}] = n
+	if n.wildcard {
+		l.wildcards = append(l.wildcards, n)
+	}
+}
+
+// rateLimit parses a rate_limit mapping.
+func (p *parser) rateLimit(m *yaml.Node, path string, shadow bool) *rule {
+	r := &rule{id: len(p.c.rules), domain: p.domain, path: path, file: p.file, line: m.Line, shadow: shadow}
+	var unitNode, algNode, burstNode *yaml.Node
+	var unitName, alg string
+	var burst int64
+	for _, kv := range p.mapping(m, "a rate_limit", rateLimitKeys) {
+		switch kv.key {
+		case "unit":
+			unitNode, unitName = kv.value, p.str(kv.value, "unit")
+		case "requests_per_unit":
+			n := p.integer(kv.value, "requests_per_unit")
+			if n < 0 || n > math.MaxUint32 {
+				p.fail(kv.value, "requests_per_unit %d is not an unsigned 32-bit integer", n)
+			}
+			if n > algo.MaxLimit {
+				p.fail(kv.value, "requests_per_unit %d is more than floodgate's most, %d", n, algo.MaxLimit)
+			}
+			r.perUnit = uint32(n)
+		case "unlimited":
+			r.unlimited = p.boolean(kv.value, "unlimited")
+		case "name":
+			r.name = p.str(kv.value, "name")
+		case "replaces":
+			r.replaces = p.replaces(kv.value)
+		case "algorithm":
+			algNode, alg = kv.value, p.str(kv.value, "algorithm")
+		case "burst", "capacity":
+			if burstNode != nil {
+				p.fail(kv.value, "burst and capacity are the same setting: give one")
+			}
+			burstNode, burst = kv.value, p.integer(kv.value, kv.key)
+		}
+	}
+	for _, name := range r.replaces {
+		if name == "" {
+			p.fail(m, "should not have an empty replaces entry")
+		}
+		if name == r.name {
+			p.fail(m, "replaces should not contain name of same descriptor")
+		}
+	}
+	u, validUnit := units[strings.ToUpper(unitName)]
+	if r.unlimited {
+		switch {
+		case validUnit:
+			p.fail(unitNode, "should not specify rate limit unit when unlimited")
+		case algNode != nil || burstNode != nil:
+			p.fail(m, "an unlimited rate_limit takes no algorithm, burst or capacity")
+		}
+		p.c.rules = append(p.c.rules, r)
+		return r
+	}
+	if !validUnit {
+		at := unitNode
+		if at == nil {
+			at = m
+		}
+		p.fail(at, "invalid rate limit unit '%s' (want second, minute, hour, day, week, month or year)", unitName)
+	}
+	r.unit, r.period = u.unit, u.period
+	a := floodgate.AlgFixedWindow
+	if algNode != nil {
+		var ok bool
+		if a, ok = algorithms[alg]; !ok {
+			p.fail(algNode, "unknown algorithm %q (want token-bucket, leaky-bucket, sliding-log, sliding-window or fixed-window)", alg)
+		}
+	}
+	r.upstream = a == floodgate.AlgFixedWindow
+	if r.perUnit == 0 {
+		if burstNode != nil {
+			p.fail(burstNode, "a rate_limit with requests_per_unit 0 blocks everything and takes no burst or capacity")
+		}
+		p.c.rules = append(p.c.rules, r)
+		return r
+	}
+	pol, err := floodgate.NewPolicy(a, int64(r.perUnit), r.period, burst)
+	if err != nil {
+		at := burstNode
+		if at == nil {
+			at = m
+		}
+		p.fail(at, "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
+	}
+	r.policy = pol
+	p.c.rules = append(p.c.rules, r)
+	return r
+}
+
+var algorithms = func() map[string]floodgate.Algorithm {
+	m := make(map[string]floodgate.Algorithm)
+	for _, a := range []floodgate.Algorithm{floodgate.AlgTokenBucket, floodgate.AlgLeakyBucket, floodgate.AlgSlidingLog, floodgate.AlgSlidingWindow, floodgate.AlgFixedWindow} {
+		m[a.String()] = a
+	}
+	return m
+}()
+
+func (p *parser) replaces(n *yaml.Node) []string {
+	n = p.deref(n)
+	if p.isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.fail(n, "replaces must be a list of {name: ...}, not %s", kindName(n))
+	}
+	var names []string
+	for _, item := range n.Content {
+		item = p.deref(item)
+		name := ""
+		for _, kv := range p.mapping(item, "a replaces entry", replacesKeys) {
+			name = p.str(kv.value, "name")
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// keyValue is one entry of a YAML mapping.
+type keyValue struct {
+	key   string
+	value *yaml.Node
+}
+
+// mapping returns the entries of the mapping n (what, for messages, such
+// as "a descriptor"), its merge keys ("<<") resolved as YAML 1.1 and
+// upstream's YAML library resolve them, and fails on a key not in allowed
+// and on a duplicated key.
+func (p *parser) mapping(n *yaml.Node, what string, allowed []string) []keyValue {
+	n = p.deref(n)
+	if n.Kind != yaml.MappingNode {
+		p.fail(n, "%s must be a mapping, not %s", what, kindName(n))
+	}
+	var out, merged []keyValue
+	seen := make(map[string]int)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := p.deref(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.fail(k, "config error, key is not of type string in %s", what)
+		}
+		if k.Value == "<<" && k.Style == 0 {
+			merged = append(merged, p.merge(v, what, allowed)...)
+			continue
+		}
+		if !slices.Contains(allowed, k.Value) {
+			msg := fmt.Sprintf("config error, unknown key '%s' in %s", k.Value, what)
+			if s := suggest(k.Value, allowed); s != "" {
+				msg += fmt.Sprintf(" (did you mean '%s'?)", s)
+			}
+			p.fail(k, "%s", msg)
+		}
+		if line, dup := seen[k.Value]; dup {
+			p.fail(k, "key '%s' given twice in %s (first at line %d)", k.Value, what, line)
+		}
+		seen[k.Value] = k.Line
+		out = append(out, keyValue{k.Value, v})
+	}
+	for _, kv := range merged { // explicit keys win over merged ones
+		if _, ok := seen[kv.key]; !ok {
+			seen[kv.key] = 0
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func (p *parser) merge(v *yaml.Node, what string, allowed []string) []keyValue {
+	v = p.deref(v)
+	switch v.Kind {
+	case yaml.MappingNode:
+		return p.mapping(v, what, allowed)
+	case yaml.SequenceNode:
+		var out []keyValue
+		seen := make(map[string]bool)
+		for _, m := range v.Content { // earlier mappings win
+			for _, kv := range p.mapping(m, what, allowed) {
+				if !seen[kv.key] {
+					seen[kv.key] = true
+					out = append(out, kv)
+				}
+			}
+		}
+		return out
+	}
+	p.fail(v, "a merge key (<<) takes a mapping or a list of mappings, not %s", kindName(v))
+	return nil
+}
+
+// deref follows aliases, counting the nodes the parse visits.
+func (p *parser) deref(n *yaml.Node) *yaml.Node {
+	for hops := 0; n != nil && n.Kind == yaml.AliasNode; hops++ {
+		if hops > 100 {
+			p.fail(n, "alias chain too long")
+		}
+		n = n.Alias
+	}
+	if n == nil {
+		p.fail(nil, "invalid YAML: dangling alias")
+	}
+	p.nodes++
+	if p.nodes > maxNodes {
+		p.fail(n, "the file expands to more than %d YAML nodes", maxNodes)
+	}
+	return n
+}
+
+func (p *parser) isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// str returns a scalar's text, as upstream's YAML library (yaml.v2) reads
+// any scalar into a string field: "value: 80" is the string "80". A null
+// is the empty string.
+func (p *parser) str(n *yaml.Node, what string) string {
+	n = p.deref(n)
+	if n.Kind != yaml.ScalarNode {
+		p.fail(n, "%s must be a string, not %s", what, kindName(n))
+	}
+	if p.isNull(n) {
+		return ""
+	}
+	return n.Value
+}
+
+// boolean reads a boolean as yaml.v2 does, which takes yes/no and on/off
+// too; a quoted string is not a boolean.
+func (p *parser) boolean(n *yaml.Node, what string) bool {
+	n = p.deref(n)
+	if n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+		if p.isNull(n) {
+			return false
+		}
+		switch n.Value {
+		case "true", "True", "TRUE", "y", "Y", "yes", "Yes", "YES", "on", "On", "ON":
+			return true
+		case "false", "False", "FALSE", "n", "N", "no", "No", "NO", "off", "Off", "OFF":
+			return false
+		}
+	}
+	p.fail(n, "%s must be true or false, not %s", what, describe(n))
+	return false
+}
+
+// integer reads an integer as yaml.v2 does: decimal, 0x hexadecimal, 0o
+// or 0 octal, 0b binary, with '_' separators allowed.
+func (p *parser) integer(n *yaml.Node, what string) int64 {
+	n = p.deref(n)
+	if n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+		if p.isNull(n) {
+			return 0
+		}
+		s := strings.ReplaceAll(n.Value, "_", "")
+		if v, err := strconv.ParseInt(s, 0, 64); err == nil {
+			return v
+		}
+		if strings.HasPrefix(s, "0o") || strings.HasPrefix(s, "0O") {
+			if v, err := strconv.ParseInt(s[2:], 8, 64); err == nil {
+				return v
+			}
+		}
+	}
+	p.fail(n, "%s must be an integer, not %s", what, describe(n))
+	return 0
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return describe(n)
+	}
+	return "a YAML document"
+}
+
+func describe(n *yaml.Node) string {
+	if n.Kind != yaml.ScalarNode {
+		return kindName(n)
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	return strconv.Quote(v)
+}
+
+// suggest returns the allowed key nearest to key, if it is near enough
+// to be a typo.
+func suggest(key string, allowed []string) string {
+	best, bestDist := "", 3
+	for _, a := range allowed {
+		if d := editDistance(strings.ToLower(key), a); d < bestDist {
+			best, bestDist = a, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return math.MaxInt
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

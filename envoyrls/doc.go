@@ -1,0 +1,177 @@
+// Package envoyrls is Envoy's global rate limit service over floodgate:
+// the gRPC protocol envoy.service.ratelimit.v3 (ShouldRateLimit), which
+// Envoy, Istio and the other Envoy-based gateways speak, and its HTTP form
+// POST /json, configured by envoyproxy/ratelimit's own YAML files and
+// answering as envoyproxy/ratelimit does, with floodgate's algorithms and
+// stores underneath.
+//
+// # The model
+//
+// Envoy asks, for each request it proxies, about a domain and a list of
+// descriptors; each descriptor is a list of entries, key/value pairs that
+// Envoy's rate limit actions built from the request:
+//
+//	domain: edge
+//	descriptor 1: (remote_address, 10.0.0.1)
+//	descriptor 2: (tenant, acme), (path, /api)
+//
+// The configuration has one file per domain, each a tree of descriptors:
+//
+//	domain: edge
+//	descriptors:
+//	  - key: remote_address             # any value: a limit per address
+//	    rate_limit: {unit: second, requests_per_unit: 10}
+//	  - key: remote_address
+//	    value: 192.0.2.66               # this value: a limit of its own
+//	    rate_limit: {unit: second, requests_per_unit: 0}
+//	  - key: tenant
+//	    value: acme
+//	    descriptors:                    # nested: (tenant, acme), (path, ...)
+//	      - key: path
+//	        value: /api/*               # wildcard: any value with this prefix
+//	        rate_limit: {unit: minute, requests_per_unit: 600}
+//
+// Each descriptor of a request is matched against its domain's tree, entry
+// by entry, one level per entry: an entry matches the descriptor with its
+// key and value, else the first wildcard (value ending in '*', in file
+// order) with its key whose prefix its value has, else the descriptor with
+// its key and no value. Only that one descriptor matches, even when it
+// has no rate_limit: (tenant, acme) never falls back to the descriptor for
+// every tenant. The request descriptor's rule is the rate_limit of the
+// descriptor its last entry matches, so that a request descriptor of two
+// entries can only match a rule at depth two, and one that runs past the
+// tree's leaves matches nothing. Each
+// distinct list of entries (domain, keys and values) gets its own counter
+// under the rule: (remote_address, 10.0.0.1) and (remote_address,
+// 10.0.0.2) are limited separately.
+//
+// A rule is a fixed window: at most requests_per_unit hits in each
+// second, minute, hour, day, week (7 days), month (30 days) or year (365
+// days), windows aligned to the Unix epoch, counted exactly as upstream
+// counts them (see below). The answer has one status per descriptor, in
+// the request's order, and an overall code, OVER_LIMIT when any status is:
+//
+//	code                  OK or OVER_LIMIT
+//	current_limit         the rule: requests_per_unit, unit, name
+//	limit_remaining       hits left in the window (0 when over)
+//	duration_until_reset  until the window ends, in whole seconds
+//
+// A descriptor that matches no rule gets OK and nothing else. Each
+// descriptor costs hits_addend hits: its own hits_addend when set (0
+// checks without counting), else the request's, where 0 means 1.
+//
+// # Semantics, as envoyproxy/ratelimit's
+//
+//   - Descriptors are decided independently: every matched descriptor
+//     is counted, even when another of the same request is over its limit
+//     (upstream increments all its counters at once), so a request that is
+//     refused still spends from its other descriptors' quotas.
+//   - A hit over the limit counts too: once a request has gone over a
+//     window's limit, every later request in that window is over it, even
+//     one costing less than what was left (upstream's counter has gone
+//     past the limit). floodgate implements this by spending the rest of
+//     the window when it denies.
+//   - requests_per_unit: 0 blocks: every request is OVER_LIMIT.
+//   - unlimited: true answers OK, with limit_remaining 4294967295 and no
+//     current_limit, and counts nothing.
+//   - shadow_mode: true on a descriptor counts as usual and reports the
+//     truth in limit_remaining, but its status is OK: the rule never
+//     denies. WithShadowMode does the same for the whole service, except
+//     that the statuses stay OVER_LIMIT and only the overall code is OK.
+//   - name and replaces: when a request has a descriptor whose rule
+//     replaces the name of another descriptor's rule, that other
+//     descriptor is not decided at all (status OK, nothing counted).
+//   - share_threshold: true on a wildcard makes all the values it matches
+//     share one counter instead of one each.
+//   - A descriptor's limit (Envoy's limit override) replaces the
+//     configuration's rule for it, in a known domain: a fixed window of
+//     the given requests_per_unit and unit (times unit_multiplier).
+//   - A domain the configuration does not have is answered OK, every
+//     status OK with no limit.
+//   - An empty domain or no descriptor is an error (codes.InvalidArgument),
+//     as upstream's; see Service.ShouldRateLimit for the others.
+//
+// The differences, all at the edges:
+//
+//   - A descriptor with hits_addend 0 on a window already past its limit
+//     gets OK with 0 remaining (upstream: OVER_LIMIT, its counter being
+//     past the limit; floodgate's stops at it).
+//   - Matching compares keys and values, where upstream compares them
+//     joined by '_', so upstream's accidental matches across that
+//     separator (key a_b value c taken for key a value b_c) do not happen,
+//     and a key ending in '*' is not a wildcard.
+//   - is_negative_hits is refused; requests_per_unit is at most 10^9
+//     (algo.MaxLimit); a limit override's unit_multiplier is honoured.
+//   - A rule that changed starts its windows afresh after SetConfig
+//     (upstream keeps the count, its counter's key naming no limit).
+//   - Configuration files are checked more strictly (see below); two
+//     files with one domain are an error, as by default upstream (its
+//     MERGE_DOMAIN_CONFIG setting has no equivalent); a month is always
+//     30 days (upstream's default; it has a setting for calendar months).
+//   - Upstream's statistics, response headers, local cache and quota
+//     mode are not here: the serving process adds what it needs, with
+//     Stats and WithObserver.
+//
+// # Configuration files
+//
+// ParseConfig and LoadConfig read envoyproxy/ratelimit's format as it is:
+//
+//	domain: <name>                     # required, unique among the files
+//	descriptors:
+//	  - key: <key>                     # required
+//	    value: <value>                 # optional; a trailing '*' is a wildcard
+//	    rate_limit:                    # optional
+//	      unit: <second|minute|hour|day|week|month|year>
+//	      requests_per_unit: <0 .. 10^9>
+//	      unlimited: <bool>            # instead of unit and requests_per_unit
+//	      name: <name>                 # for replaces
+//	      replaces: [{name: <name>}, ...]
+//	    shadow_mode: <bool>
+//	    share_threshold: <bool>        # on a wildcard only
+//	    detailed_metric: <bool>        # accepted, ignored: statistics only
+//	    value_to_metric: <bool>        # accepted, ignored: statistics only
+//	    descriptors: [...]             # nested descriptors
+//
+// A key that is not in this list where it stands is an error naming it,
+// so that a typo (shadowmode) is caught instead of silently ignored
+// (upstream checks every key against one list of all the keys, so it
+// accepts a key in the wrong place, and ignores it). A file of more than
+// one YAML document is an error too (upstream reads the first). YAML is
+// otherwise read as upstream's library reads it: a number or a boolean
+// where a string is expected is its text (value: 80), yes/no and on/off
+// are booleans, and anchors, aliases and merge keys work.
+//
+// floodgate adds, in a rate_limit, any of its algorithms in place of the
+// fixed window:
+//
+//	rate_limit: {unit: minute, requests_per_unit: 100, algorithm: token-bucket, burst: 20}
+//
+// algorithm is token-bucket, leaky-bucket, sliding-log, sliding-window or
+// fixed-window (the default); burst (or capacity, the same setting) is a
+// token-bucket's burst or a leaky-bucket's capacity. Such a rule admits
+// and refuses by floodgate's semantics (package algo): a refused request
+// spends nothing, limit_remaining is what the algorithm has left, and
+// duration_until_reset is, rounded up to whole seconds, the time until a
+// refused request would be admitted, or for an admitted one until the
+// limit is back to its initial state (a full bucket, an empty log).
+//
+// # State and stores
+//
+// The counters live in a floodgate.Store: the memory store by default,
+// or a file or Redis store shared by several processes, which then decide
+// together. Each domain's counters are in the table named "envoyrls/"
+// followed by the domain, under their rule's policy, keyed by the
+// descriptor's entries written as key=value pairs joined by '&' (escaped
+// as in a URL query), or by their SHA-256 when that is longer than 512
+// bytes, so that a request with huge values cannot make the store hold
+// huge keys. SetConfig swaps configurations atomically, and rules that
+// did not change keep their counters.
+//
+// # Serving
+//
+// A Service is the gRPC service (rlsv3.RegisterRateLimitServiceServer)
+// and, with JSONHandler, the HTTP one; its methods are safe for
+// concurrent use. Stats counts its answers, WithObserver reports each
+// descriptor's, and WithLogger logs store failures and configuration
+// changes.
+package envoyrls

@@ -1,0 +1,58 @@
+package envoyrls
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/floodgate/floodgate/clock"
+)
+
+// An Option configures a Service.
+type Option interface{ apply(*options) }
+
+type options struct {
+	clock    clock.Clock // nil: the real clock
+	log      *slog.Logger
+	shadow   bool
+	observer func(context.Context, Outcome)
+}
+
+// defaults returns the configuration before any option.
+func defaults() options {
+	return options{log: slog.New(slog.DiscardHandler)}
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithClock reads the time from c instead of the system clock: tests pass
+// a clock.Fake. The service reads it once per request, so that all the
+// descriptors of a request are decided at the same instant.
+func WithClock(c clock.Clock) Option { return optionFunc(func(o *options) { o.clock = c }) }
+
+// WithLogger logs to l: store failures at level Error, rules whose table
+// the store refused at Error when the configuration is set, and
+// configuration changes at Info. By default the service logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	})
+}
+
+// WithShadowMode puts the whole service in shadow mode, like
+// envoyproxy/ratelimit's SHADOW_MODE setting: every request is decided and
+// counted as usual, and each descriptor's status tells the truth, but the
+// overall code is always OK. Stats counts the requests it let through.
+func WithShadowMode(on bool) Option { return optionFunc(func(o *options) { o.shadow = on }) }
+
+// WithObserver calls f with the outcome of every descriptor decided
+// against a limit (not those with no rule, an unlimited one or a replaced
+// one), for metrics by rule and result. f runs on the request's
+// goroutine, before the answer is sent: it must be quick and safe for
+// concurrent use.
+func WithObserver(f func(context.Context, Outcome)) Option {
+	return optionFunc(func(o *options) { o.observer = f })
+}

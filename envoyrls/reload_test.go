@@ -1,0 +1,154 @@
+package envoyrls
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/clock"
+)
+
+const (
+	configA = `
+domain: d
+descriptors:
+  - key: kept
+    rate_limit: {unit: minute, requests_per_unit: 100000}
+  - key: changed
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: onlyA
+    rate_limit: {unit: minute, requests_per_unit: 7}
+`
+	configB = `
+domain: d
+descriptors:
+  - key: kept                      # unchanged: keeps its state
+    rate_limit: {unit: minute, requests_per_unit: 100000}
+  - key: changed                   # changed: starts afresh
+    rate_limit: {unit: minute, requests_per_unit: 6}
+  - key: onlyB
+    rate_limit: {unit: minute, requests_per_unit: 7}
+`
+)
+
+// SetConfig under concurrent requests: no race, no lost count on the
+// rules that did not change, a fresh start for the ones that did.
+func TestSetConfigUnderLoad(t *testing.T) {
+	a, b := mustParse(t, configA), mustParse(t, configB)
+	s := NewService(a, floodgate.NewMemoryStore(0), WithClock(clock.NewFake(t0)))
+
+	const workers, perWorker, swaps = 4, 300, 200
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				// Two descriptors: one rule both configurations have, one
+				// only one of them has (OK with or without a limit).
+				other := "onlyA"
+				if (w+i)%2 == 0 {
+					other = "onlyB"
+				}
+				resp, err := s.ShouldRateLimit(context.Background(), request("d", descriptor("kept", "x"), descriptor(other, fmt.Sprint(w, i))))
+				if err != nil || len(resp.Statuses) != 2 || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 100000 {
+					failures.Add(1)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range swaps {
+			if i%2 == 0 {
+				s.SetConfig(b)
+			} else {
+				s.SetConfig(a)
+			}
+		}
+	})
+	wg.Wait()
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("%d requests failed", n)
+	}
+	want := fmt.Sprintf("OK: OK 100000/MINUTE r=%d t=1m0s", 100000-workers*perWorker-1)
+	if got := call(t, s, request("d", descriptor("kept", "x"))); got != want {
+		t.Errorf("after the swaps: %s, want %s: every request counted once", got, want)
+	}
+	if st := s.Stats(); st.OK != workers*perWorker+1 || st.Errors != 0 {
+		t.Errorf("Stats() = %+v", st)
+	}
+
+	// A changed rule starts afresh; back to the old rule, the old state.
+	s.SetConfig(a)
+	for range 5 {
+		call(t, s, request("d", descriptor("changed", "x")))
+	}
+	if got, want := call(t, s, request("d", descriptor("changed", "x"))), "OVER_LIMIT: OVER_LIMIT 5/MINUTE t=1m0s"; got != want {
+		t.Errorf("under A: %s, want %s", got, want)
+	}
+	s.SetConfig(b)
+	if got, want := call(t, s, request("d", descriptor("changed", "x"))), "OK: OK 6/MINUTE r=5 t=1m0s"; got != want {
+		t.Errorf("under B: %s, want %s", got, want)
+	}
+	s.SetConfig(a)
+	if got, want := call(t, s, request("d", descriptor("changed", "x"))), "OVER_LIMIT: OVER_LIMIT 5/MINUTE t=1m0s"; got != want {
+		t.Errorf("under A again: %s, want %s", got, want)
+	}
+	s.SetConfig(nil)
+	if got, want := call(t, s, request("d", descriptor("kept", "x"))), "OK: OK"; got != want {
+		t.Errorf("no configuration: %s, want %s", got, want)
+	}
+}
+
+// A request under way when the configuration changes finishes under the
+// configuration it began with.
+func TestSetConfigInFlight(t *testing.T) {
+	g := &gateStore{Store: floodgate.NewMemoryStore(0), entered: make(chan struct{}), release: make(chan struct{})}
+	s := NewService(mustParse(t, configA), g, WithClock(clock.NewFake(t0)))
+	done := make(chan string)
+	go func() {
+		resp, err := s.ShouldRateLimit(context.Background(), request("d", descriptor("kept", "x"), descriptor("onlyA", "x")))
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- summary(resp)
+	}()
+	<-g.entered // the request is deciding its first descriptor
+	s.SetConfig(mustParse(t, configB))
+	if got, want := call(t, s, request("d", descriptor("onlyA", "x"))), "OK: OK"; got != want {
+		t.Errorf("a new request: %s, want %s (B has no onlyA)", got, want)
+	}
+	close(g.release)
+	if got, want := <-done, "OK: OK 100000/MINUTE r=99999 t=1m0s | OK 7/MINUTE r=6 t=1m0s"; got != want {
+		t.Errorf("the request under way: %s, want %s (decided under A)", got, want)
+	}
+}
+
+// gateStore holds the first decision until released.
+type gateStore struct {
+	floodgate.Store
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (g *gateStore) Table(name string, p floodgate.Policy) (floodgate.Table, error) {
+	t, err := g.Store.Table(name, p)
+	return gateTable{t, g}, err
+}
+
+type gateTable struct {
+	floodgate.Table
+	g *gateStore
+}
+
+func (t gateTable) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
+	t.g.once.Do(func() {
+		close(t.g.entered)
+		<-t.g.release
+	})
+	return t.Table.Decide(ctx, key, now, n)
+}

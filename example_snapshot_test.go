@@ -1,0 +1,40 @@
+package floodgate_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/floodgate/floodgate"
+)
+
+// A restart that keeps the limits: the old process writes a snapshot of its
+// memory store, the new one reads it before deciding.
+func ExampleMemoryStore_WriteSnapshot() {
+	ctx := context.Background()
+	t := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	sms := floodgate.MustParsePolicy("leaky-bucket 1/1h capacity=20")
+
+	before := floodgate.NewMemoryStore(0)
+	l := floodgate.NewLimiter(sms, floodgate.WithStore(before))
+	for range 18 {
+		l.AllowAt(ctx, "sms", t, 1)
+	}
+	var snapshot bytes.Buffer // a file, in floodgate serve
+	if err := before.WriteSnapshot(&snapshot, t.UnixNano()); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	after := floodgate.NewMemoryStore(0)
+	if err := after.ReadSnapshot(&snapshot, t.Add(time.Minute).UnixNano()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	l = floodgate.NewLimiter(sms, floodgate.WithStore(after))
+	d, _ := l.AllowAt(ctx, "sms", t.Add(time.Minute), 0)
+	fmt.Println("remaining after the restart:", d.Remaining)
+	// Output:
+	// remaining after the restart: 2
+}

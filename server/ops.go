@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// probeKey and probePolicy are what /readyz peeks at: a peek changes
+// nothing, and no one else uses this name.
+const (
+	probeName = "floodgate-readyz"
+	probeKey  = "probe"
+)
+
+var probePolicy = floodgate.MustParsePolicy("fixed-window 1/1s")
+
+// readyTimeout bounds /readyz's question to the store.
+const readyTimeout = time.Second
+
+// OpsHandler returns the operations endpoints, without authentication
+// (serve them on a private address):
+//
+//	GET /metrics        Prometheus metrics
+//	GET /healthz        200 while the process serves
+//	GET /readyz         200 when the store answers a peek, else 503
+//	/debug/pprof/...    the Go profiler (net/http/pprof)
+func (s *Server) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.Ready(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// readyError is Ready's answer when not ready.
+type readyError string
+
+func (e readyError) Error() string { return string(e) }
+
+// Ready returns nil when the Server is ready to decide: not shutting down,
+// and its store (unwrapped from a FailsafeStore, whose failure mode would
+// answer for it) answers a peek within a second.
+func (s *Server) Ready(ctx context.Context) error {
+	if !s.ready.Load() {
+		return readyError("shutting down")
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	t, err := s.probe.Table(probeName, probePolicy)
+	if err == nil {
+		_, err = t.Decide(ctx, probeKey, s.clock.Now().UnixNano(), 0)
+	}
+	if err != nil {
+		s.log.Debug("not ready", "err", err)
+		return readyError("the store does not answer")
+	}
+	return nil
+}

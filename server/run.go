@@ -1,0 +1,587 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/envoyrls"
+	"github.com/floodgate/floodgate/storeurl"
+)
+
+// The default addresses of the serve command: envoyproxy/ratelimit's
+// ports, on loopback only.
+const (
+	DefaultHTTPAddr    = "127.0.0.1:8080"
+	DefaultGRPCAddr    = "127.0.0.1:8081"
+	DefaultMetricsAddr = "127.0.0.1:6070"
+)
+
+// The defaults of Options' durations.
+const (
+	DefaultShutdownTimeout = 15 * time.Second
+	DefaultWatchInterval   = time.Second
+)
+
+// Options are Run's settings: where to listen and what to read, as the
+// serve command's flags give them. Everything else is in the configuration
+// file.
+type Options struct {
+	// Store is the store's URL (storeurl.Open); "" means memory.
+	Store string
+	// HTTPAddr is the JSON API's address; "" means DefaultHTTPAddr. A
+	// port of 0 picks a free one (see Listening).
+	HTTPAddr string
+	// GRPCAddr is the address of Envoy's rate-limit service over gRPC,
+	// served only with EnvoyConfigDir; "" means DefaultGRPCAddr.
+	GRPCAddr string
+	// MetricsAddr is the address of /metrics, /healthz, /readyz and
+	// /debug/pprof; "" means none.
+	MetricsAddr string
+	// ConfigFile is the configuration file (see Config); "" means
+	// DefaultConfig.
+	ConfigFile string
+	// EnvoyConfigDir holds envoyproxy/ratelimit's configuration files:
+	// with it, Run serves Envoy's rate-limit service over gRPC and at
+	// POST /json.
+	EnvoyConfigDir string
+	// EnvoyShadowMode answers every Envoy request OK (envoyrls.WithShadowMode).
+	EnvoyShadowMode bool
+	// SnapshotFile is the memory store's snapshot, ahead of the
+	// configuration's; "off" means none. DefaultSnapshotFile is used
+	// when neither names one; with no name at all, no snapshot is kept.
+	SnapshotFile, DefaultSnapshotFile string
+	// SnapshotInterval, when not nil, is how often the snapshot is
+	// written, ahead of the configuration's (default
+	// DefaultSnapshotInterval); 0 means only at shutdown.
+	SnapshotInterval *time.Duration
+	// ShutdownTimeout bounds a graceful shutdown: requests under way get
+	// this long to finish. 0 means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// WatchInterval is how often the configuration files are looked at
+	// for changes; 0 means DefaultWatchInterval, negative means never
+	// (only Reload reloads).
+	WatchInterval time.Duration
+	// Token is the bearer token when the configuration names no token
+	// file (from $FLOODGATE_TOKEN); "" means none.
+	Token string
+	// Logger logs; nil discards.
+	Logger *slog.Logger
+	// Clock is the time of decisions and snapshots; nil means the
+	// system's.
+	Clock clock.Clock
+	// Reload reloads the configurations (SIGHUP) at each receive.
+	Reload <-chan struct{}
+	// Listening, if not nil, is called with each listener's name (http,
+	// grpc, metrics) and bound address once it listens, then with "ready"
+	// and the HTTP address once everything is serving.
+	Listening func(name string, addr net.Addr)
+}
+
+// Run serves floodgate's rate-limit service until ctx is done, then shuts
+// down gracefully: it stops answering /readyz, lets requests under way
+// finish (up to ShutdownTimeout), writes the memory store's snapshot and
+// closes the store. It returns nil after a graceful shutdown, and an error
+// when it cannot start (a bad configuration, a store URL, an address in
+// use) or a listener fails.
+//
+// Run is the whole of the serve command but its flags and signals: the
+// store (storeurl.Open, wrapped in floodgate.Failsafe unless it is the
+// memory store), the configuration and its reloads (on a change of its
+// files, looked at every WatchInterval, and on each receive from Reload;
+// an invalid one is logged and the old one kept), the HTTP API, Envoy's
+// service over gRPC, the metrics, and the snapshot.
+func Run(ctx context.Context, o Options) (err error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	cfg := DefaultConfig()
+	if o.ConfigFile != "" {
+		if cfg, err = LoadConfig(o.ConfigFile); err != nil {
+			return err
+		}
+	}
+
+	// The store.
+	store, mem, local, closeStore, err := openStore(o.Store, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg)
+	var snap *snapshotter
+	if mem != nil {
+		if snap, err = startSnapshot(o, cfg, mem, clk, log, m); err != nil {
+			return err
+		}
+	}
+	if snap != nil {
+		defer snap.close()
+	}
+
+	// The services.
+	var envoy *envoyrls.Service
+	opts := []Option{WithClock(clk), WithLogger(log), WithToken(o.Token), withMetrics(m), withFallback(local)}
+	if o.EnvoyConfigDir != "" {
+		ec, err := envoyrls.LoadConfig(o.EnvoyConfigDir)
+		if err != nil {
+			return fmt.Errorf("--envoy-config %s: %w", o.EnvoyConfigDir, err)
+		}
+		envoy = envoyrls.NewService(ec, store, envoyrls.WithClock(clk), envoyrls.WithLogger(log.With("service", "envoy")),
+			envoyrls.WithShadowMode(o.EnvoyShadowMode))
+		reg.MustRegister(envoyCollector{envoy})
+		opts = append(opts, WithEnvoyJSON(envoy.JSONHandler()))
+	}
+	srv, err := New(store, cfg, opts...)
+	if err != nil {
+		return err
+	}
+
+	// The listeners: all bound before anything is served, so that a busy
+	// address fails the start.
+	listen := func(name, addr string) (net.Listener, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s listener: %w", name, err)
+		}
+		log.Info("listening", "api", name, "addr", ln.Addr().String(), "tls", name != "metrics" && cfg.TLSEnabled())
+		if o.Listening != nil {
+			o.Listening(name, ln.Addr())
+		}
+		return ln, nil
+	}
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	httpLn, err := listen("http", cmp.Or(o.HTTPAddr, DefaultHTTPAddr))
+	if err != nil {
+		return err
+	}
+	lns = append(lns, httpLn)
+	var grpcLn, opsLn net.Listener
+	if envoy != nil {
+		if grpcLn, err = listen("grpc", cmp.Or(o.GRPCAddr, DefaultGRPCAddr)); err != nil {
+			return err
+		}
+		lns = append(lns, grpcLn)
+	}
+	if o.MetricsAddr != "" {
+		if opsLn, err = listen("metrics", o.MetricsAddr); err != nil {
+			return err
+		}
+		lns = append(lns, opsLn)
+	}
+
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+	opsSrv := &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+	var grpcSrv *grpc.Server
+	var grpcHealth *health.Server
+	if envoy != nil {
+		gopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.grpcMetrics, srv.grpcAuth)}
+		if tc := srv.TLSConfig("h2"); tc != nil {
+			gopts = append(gopts, grpc.Creds(credentials.NewTLS(tc)))
+		}
+		grpcSrv = grpc.NewServer(gopts...)
+		rlsv3.RegisterRateLimitServiceServer(grpcSrv, envoy)
+		grpcHealth = health.NewServer()
+		healthpb.RegisterHealthServer(grpcSrv, grpcHealth)
+	}
+
+	serveErr := make(chan error, 3)
+	var wg sync.WaitGroup
+	serve := func(name string, f func() error) {
+		wg.Go(func() {
+			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+				serveErr <- fmt.Errorf("%s: %w", name, err)
+			}
+		})
+	}
+	serve("http", func() error {
+		if tc := srv.TLSConfig("h2", "http/1.1"); tc != nil {
+			httpSrv.TLSConfig = tc
+			return httpSrv.ServeTLS(httpLn, "", "")
+		}
+		return httpSrv.Serve(httpLn)
+	})
+	if grpcSrv != nil {
+		serve("grpc", func() error { return grpcSrv.Serve(grpcLn) })
+	}
+	if opsLn != nil {
+		serve("metrics", func() error { return opsSrv.Serve(opsLn) })
+	}
+	lns = nil // the servers close them
+
+	// Reloads and snapshots.
+	bg, stopBG := context.WithCancel(context.Background())
+	var bgWG sync.WaitGroup
+	r := &reloader{srv: srv, envoy: envoy, o: o, log: log, m: m}
+	if o.WatchInterval >= 0 {
+		every := cmp.Or(o.WatchInterval, DefaultWatchInterval)
+		if o.ConfigFile != "" {
+			bgWG.Go(func() {
+				watch(bg, clk, every, func() []string { return append([]string{o.ConfigFile}, srv.Config().files()...) },
+					func() { r.reloadConfig("a file changed") })
+			})
+		}
+		if envoy != nil {
+			bgWG.Go(func() {
+				watch(bg, clk, every, func() []string { return []string{o.EnvoyConfigDir} }, func() { r.reloadEnvoy("a file changed") })
+			})
+		}
+	}
+	if o.Reload != nil {
+		bgWG.Go(func() {
+			for {
+				select {
+				case <-bg.Done():
+					return
+				case <-o.Reload:
+					r.reloadConfig("reload signal")
+					r.reloadEnvoy("reload signal")
+				}
+			}
+		})
+	}
+	if snap != nil {
+		if every := snapshotInterval(o, cfg); every > 0 {
+			bgWG.Go(func() { snapshotLoop(bg, clk, every, snap, log) })
+		}
+	}
+	log.Info("serving", "store", storeName(o.Store), "policies", len(cfg.policies0()), "envoy", envoy != nil)
+	if o.Listening != nil {
+		o.Listening("ready", httpLn.Addr())
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cmp.Or(o.ShutdownTimeout, DefaultShutdownTimeout))
+	case err = <-serveErr:
+		log.Error("a listener failed: shutting down", "err", err)
+	}
+	stopBG()
+	bgWG.Wait()
+	srv.SetReady(false)
+	if grpcHealth != nil {
+		grpcHealth.Shutdown()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cmp.Or(o.ShutdownTimeout, DefaultShutdownTimeout))
+	defer cancel()
+	var swg sync.WaitGroup
+	swg.Go(func() {
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			log.Warn("requests under way at the shutdown timeout were cut off", "api", "http", "err", err)
+			httpSrv.Close()
+		}
+	})
+	if grpcSrv != nil {
+		swg.Go(func() {
+			done := make(chan struct{})
+			go func() { grpcSrv.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-sctx.Done():
+				log.Warn("requests under way at the shutdown timeout were cut off", "api", "grpc")
+				grpcSrv.Stop()
+				<-done
+			}
+		})
+	}
+	swg.Wait()
+	// The metrics stay up until the API is down, for a last scrape.
+	opsSrv.Shutdown(sctx)
+	wg.Wait()
+	if snap != nil {
+		if serr := snap.save(); serr != nil {
+			log.Error("the snapshot at shutdown failed", "snapshot", snap.path, "err", serr)
+			err = errors.Join(err, serr)
+		} else {
+			log.Info("snapshot written", "snapshot", snap.path, "keys", mem.Stats().Keys)
+		}
+	}
+	log.Info("stopped")
+	return err
+}
+
+// withMetrics makes a Server use m, which Run shares with the snapshot and
+// reloads.
+func withMetrics(m *metrics) Option { return optionFunc(func(s *Server) { s.metrics = m }) }
+
+func cmpOr0[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// policies0 is policies without the error, which ParseConfig has checked.
+func (c *Config) policies0() []namedPolicy {
+	nps, _ := c.policies()
+	return nps
+}
+
+// storeName is a store URL without its password, for the logs.
+func storeName(url string) string {
+	if url == "" {
+		return "memory"
+	}
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return url
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		if i := strings.IndexByte(rest[:at], '/'); i < 0 {
+			rest = "…@" + rest[at+1:]
+		}
+	}
+	return scheme + "://" + rest
+}
+
+// openStore opens the store of url: the memory store itself, or another
+// wrapped in a FailsafeStore with the configuration's failure mode (and
+// its local store, for FailLocal). close closes it.
+func openStore(url string, cfg *Config, log *slog.Logger) (store floodgate.Store, mem, local *floodgate.MemoryStore, close func(), err error) {
+	if url == "" || url == "memory" || url == "memory:" {
+		mem = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
+		return mem, mem, nil, func() {}, nil
+	}
+	s, closer, err := storeurl.Open(url)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("--store: %w", err)
+	}
+	mode, _ := cfg.failMode()
+	timeout := DefaultStoreTimeout
+	if strings.HasPrefix(url, "file:") {
+		timeout = DefaultFileStoreTimeout // a transaction waits for the disk (fsync) and for other processes
+	}
+	fo := floodgate.FailsafeOptions{Mode: mode, Timeout: cmp.Or(cfg.Store.Timeout, timeout), Logger: log.With("store", storeName(url))}
+	if mode == floodgate.FailLocal {
+		local = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
+		fo.Local = local
+	}
+	return floodgate.Failsafe(s, fo), nil, local, func() { closeQuietly(closer, log) }, nil
+}
+
+func closeQuietly(c io.Closer, log *slog.Logger) {
+	if err := c.Close(); err != nil {
+		log.Warn("closing the store", "err", err)
+	}
+}
+
+// startSnapshot opens and restores the memory store's snapshot, if one is
+// to be kept.
+func startSnapshot(o Options, cfg *Config, mem *floodgate.MemoryStore, clk clock.Clock, log *slog.Logger, m *metrics) (*snapshotter, error) {
+	path := cmp.Or(o.SnapshotFile, cfg.SnapshotFile())
+	byDefault := path == ""
+	if byDefault {
+		path = o.DefaultSnapshotFile
+	}
+	if path == "" || path == "off" {
+		log.Info("no snapshot: the memory store's state is lost at exit")
+		return nil, nil
+	}
+	snap, err := openSnapshot(path, mem, clk, log, m)
+	if err != nil && byDefault && !errors.Is(err, ErrSnapshotInUse) {
+		// The default place is unusable (a read-only home, say): serve
+		// anyway, as a first run must, and say so.
+		log.Warn("no snapshot: the default snapshot file is unusable, and the memory store's state is lost at exit", "snapshot", path, "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.restore(); err != nil {
+		snap.close()
+		return nil, err
+	}
+	return snap, nil
+}
+
+// snapshotInterval is how often to write the snapshot: the option's, else
+// the configuration's, else the default.
+func snapshotInterval(o Options, cfg *Config) time.Duration {
+	switch {
+	case o.SnapshotInterval != nil:
+		return *o.SnapshotInterval
+	case cfg.Snapshot.Interval != nil:
+		return *cfg.Snapshot.Interval
+	}
+	return DefaultSnapshotInterval
+}
+
+// snapshotLoop writes the snapshot every interval on clk until ctx is done.
+func snapshotLoop(ctx context.Context, clk clock.Clock, every time.Duration, snap *snapshotter, log *slog.Logger) {
+	for {
+		t := clk.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if err := snap.save(); err != nil {
+			log.Error("the snapshot failed", "snapshot", snap.path, "err", err)
+		}
+	}
+}
+
+// reloader reloads the configurations.
+type reloader struct {
+	mu    sync.Mutex // one reload at a time
+	srv   *Server
+	envoy *envoyrls.Service
+	o     Options
+	log   *slog.Logger
+	m     *metrics
+}
+
+// reloadConfig reloads floodgate's configuration file, if there is one.
+func (r *reloader) reloadConfig(why string) {
+	if r.o.ConfigFile == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.srv.Config()
+	cfg, err := LoadConfig(r.o.ConfigFile)
+	if err == nil {
+		err = r.srv.SetConfig(cfg)
+	}
+	if err != nil {
+		r.m.reloads.WithLabelValues("floodgate", "failure").Inc()
+		r.m.reloadOK.WithLabelValues("floodgate").Set(0)
+		r.log.Error("the configuration was not reloaded: the previous one stays", "config", r.o.ConfigFile, "why", why, "err", err)
+		return
+	}
+	r.m.reloads.WithLabelValues("floodgate", "success").Inc()
+	r.m.reloadOK.WithLabelValues("floodgate").Set(1)
+	r.log.Info("configuration reloaded", "config", r.o.ConfigFile, "why", why, "policies", len(cfg.policies0()))
+	for _, what := range restartOnly(old, cfg) {
+		r.log.Warn("a changed setting takes effect only at a restart", "setting", what)
+	}
+}
+
+// restartOnly lists the settings that differ between two configurations
+// and only a restart applies.
+func restartOnly(old, cur *Config) []string {
+	var out []string
+	if old.Store != cur.Store {
+		out = append(out, "store")
+	}
+	if old.SnapshotFile() != cur.SnapshotFile() || !equalPtr(old.Snapshot.Interval, cur.Snapshot.Interval) {
+		out = append(out, "snapshot")
+	}
+	if old.TLSEnabled() != cur.TLSEnabled() {
+		out = append(out, "tls (on or off)")
+	}
+	return out
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	return a == b || a != nil && b != nil && *a == *b
+}
+
+// reloadEnvoy reloads the Envoy configuration directory, if there is one.
+func (r *reloader) reloadEnvoy(why string) {
+	if r.envoy == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cfg, err := envoyrls.LoadConfig(r.o.EnvoyConfigDir)
+	if err != nil {
+		r.m.reloads.WithLabelValues("envoy", "failure").Inc()
+		r.m.reloadOK.WithLabelValues("envoy").Set(0)
+		r.log.Error("the Envoy configuration was not reloaded: the previous one stays", "dir", r.o.EnvoyConfigDir, "why", why, "err", err)
+		return
+	}
+	r.envoy.SetConfig(cfg)
+	r.m.reloads.WithLabelValues("envoy", "success").Inc()
+	r.m.reloadOK.WithLabelValues("envoy").Set(1)
+	r.log.Info("Envoy configuration reloaded", "dir", r.o.EnvoyConfigDir, "why", why, "domains", len(cfg.Domains()))
+}
+
+// grpcAuth is the gRPC form of the bearer-token check: metadata
+// "authorization: Bearer TOKEN", as Envoy's grpc_service initial_metadata
+// sends it.
+func (s *Server) grpcAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	l := s.cur.Load()
+	if len(l.tokens) == 0 {
+		return h(ctx, req)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if token, ok := bearer(v); ok && l.accepts(token) {
+			return h(ctx, req)
+		}
+	}
+	return nil, status.Error(codes.Unauthenticated, "this server wants metadata authorization: Bearer TOKEN, with a valid token")
+}
+
+// grpcMetrics counts and times gRPC requests.
+func (s *Server) grpcMetrics(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	inFlight := s.metrics.inFlight.WithLabelValues("grpc")
+	inFlight.Inc()
+	resp, err := h(ctx, req)
+	inFlight.Dec()
+	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
+	s.metrics.latency.WithLabelValues("grpc", method).Observe(time.Since(start).Seconds())
+	s.metrics.requests.WithLabelValues("grpc", method, status.Code(err).String()).Inc()
+	return resp, err
+}
+
+var (
+	envoyRequestsDesc = prometheus.NewDesc("floodgate_envoy_requests_total",
+		"Envoy rate-limit requests (gRPC and POST /json) by result: ok, over_limit, error.", []string{"result"}, nil)
+	envoyShadowDesc = prometheus.NewDesc("floodgate_envoy_shadow_total",
+		"Envoy requests answered OK that shadow mode kept from being OVER_LIMIT.", nil, nil)
+	envoyUnknownDesc = prometheus.NewDesc("floodgate_envoy_unknown_domain_total",
+		"Envoy requests for a domain the configuration does not have.", nil, nil)
+)
+
+// envoyCollector reads the Envoy service's counts at each scrape.
+type envoyCollector struct{ s *envoyrls.Service }
+
+func (c envoyCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c envoyCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	ch <- prometheus.MustNewConstMetric(envoyRequestsDesc, prometheus.CounterValue, float64(st.OK), "ok")
+	ch <- prometheus.MustNewConstMetric(envoyRequestsDesc, prometheus.CounterValue, float64(st.OverLimit), "over_limit")
+	ch <- prometheus.MustNewConstMetric(envoyRequestsDesc, prometheus.CounterValue, float64(st.Errors), "error")
+	ch <- prometheus.MustNewConstMetric(envoyShadowDesc, prometheus.CounterValue, float64(st.Shadow))
+	ch <- prometheus.MustNewConstMetric(envoyUnknownDesc, prometheus.CounterValue, float64(st.UnknownDomain))
+}

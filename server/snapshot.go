@@ -1,0 +1,123 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/clock"
+)
+
+// ErrSnapshotInUse is returned by Run when another process holds the lock
+// of the snapshot file: two servers writing one snapshot would each
+// overwrite the other's state.
+var ErrSnapshotInUse = errors.New("the snapshot file is in use by another process")
+
+// snapshotter keeps the memory store's state in a file across restarts.
+type snapshotter struct {
+	path    string
+	mem     *floodgate.MemoryStore
+	clock   clock.Clock
+	log     *slog.Logger
+	metrics *metrics
+	unlock  func()
+}
+
+// openSnapshot locks the snapshot file at path (through path.lock), creating
+// its directory, and returns its snapshotter.
+func openSnapshot(path string, mem *floodgate.MemoryStore, clk clock.Clock, log *slog.Logger, m *metrics) (*snapshotter, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("the snapshot's directory: %w", err)
+	}
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &snapshotter{path: path, mem: mem, clock: clk, log: log, metrics: m, unlock: unlock}, nil
+}
+
+// restore loads the snapshot file, if there is one. A snapshot that does
+// not load is moved aside to path.corrupt, so that the next snapshot does
+// not overwrite it, and logged: the store starts empty.
+func (sn *snapshotter) restore() error {
+	f, err := os.Open(sn.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		sn.log.Info("no snapshot to restore: starting empty", "snapshot", sn.path)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restoring the snapshot: %w", err)
+	}
+	defer f.Close()
+	err = sn.mem.ReadSnapshot(bufio.NewReaderSize(f, 64<<10), sn.clock.Now().UnixNano())
+	if errors.Is(err, floodgate.ErrInvalidSnapshot) {
+		aside := sn.path + ".corrupt"
+		sn.log.Error("the snapshot does not load: starting empty, the snapshot kept aside", "snapshot", sn.path, "aside", aside, "err", err)
+		if rerr := os.Rename(sn.path, aside); rerr != nil {
+			return fmt.Errorf("moving a corrupt snapshot aside: %w", rerr)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restoring the snapshot: %w", err)
+	}
+	sn.log.Info("snapshot restored", "snapshot", sn.path, "keys", sn.mem.Stats().Keys)
+	return nil
+}
+
+// save writes a snapshot atomically: to a temporary file in the same
+// directory, synced, then renamed over the old one, so that a crash at
+// any moment leaves the old snapshot or the new one, whole.
+func (sn *snapshotter) save() error {
+	start := time.Now()
+	err := sn.write()
+	if err != nil {
+		sn.metrics.snapshots.WithLabelValues("failure").Inc()
+		return err
+	}
+	sn.metrics.snapshots.WithLabelValues("success").Inc()
+	sn.metrics.snapshotAge.SetToCurrentTime()
+	sn.log.Debug("snapshot written", "snapshot", sn.path, "duration", time.Since(start))
+	return nil
+}
+
+func (sn *snapshotter) write() error {
+	dir, base := filepath.Split(sn.path)
+	f, err := os.CreateTemp(dir, base+".tmp*")
+	if err != nil {
+		return fmt.Errorf("writing the snapshot: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the rename, nothing there
+	w := bufio.NewWriterSize(f, 64<<10)
+	err = sn.mem.WriteSnapshot(w, sn.clock.Now().UnixNano())
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, sn.path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing the snapshot: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(sn.path)); err == nil { // make the rename durable
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// close releases the snapshot's lock.
+func (sn *snapshotter) close() { sn.unlock() }

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/floodgate/floodgate/clock"
+)
+
+// fingerprint summarises the files at paths (a directory: every file under
+// it) by their names, sizes and modification times, so that a change to
+// any of them, a new one or a removed one changes it. It reads no file's
+// contents.
+func fingerprint(paths ...string) string {
+	h := sha256.New()
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			fmt.Fprintf(h, "%s missing\n", p)
+			continue
+		}
+		if !fi.IsDir() {
+			fmt.Fprintf(h, "%s %d %d\n", p, fi.Size(), fi.ModTime().UnixNano())
+			continue
+		}
+		filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+				return nil
+			}
+			if fi, err := os.Stat(path); err == nil { // through links: a ConfigMap's swap changes the target
+				fmt.Fprintf(h, "%s %d %d\n", path, fi.Size(), fi.ModTime().UnixNano())
+			}
+			return nil
+		})
+	}
+	return string(h.Sum(nil))
+}
+
+// watch calls changed each time the fingerprint of files() changes, looking
+// every interval on clk, until ctx is done. files is called at each look,
+// so that the set of files may change with a reload.
+func watch(ctx context.Context, clk clock.Clock, interval time.Duration, files func() []string, changed func()) {
+	last := fingerprint(files()...)
+	for {
+		t := clk.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if fingerprint(files()...) != last {
+			changed()
+			last = fingerprint(files()...) // the set of files may have changed
+		}
+	}
+}
