@@ -48,7 +48,8 @@ fuzz: check-go
 	done
 
 ## bench: the root module's benchmarks (10 runs each) into bench.txt, then floodgate against its peers
-## (module bench/, 6 runs each, in memory and on a Redis it starts, 17-32 minutes) into bench/bench.txt, each summarised with benchstat when
+## (module bench/, 6 runs each, in memory, on a Redis it starts, as middleware and as a service; then Gubernator
+## from module bench/gubernator, which cannot build beside floodgate; 25-40 minutes) into bench/bench.txt, each summarised with benchstat when
 ## it is installed, then floodgate/peer ratios of the medians; BENCHCOUNT and BENCHTIME set -count and -benchtime
 bench: check-go
 	$(GO) test -run '^$$' -bench . -benchmem -count $(or $(BENCHCOUNT),10) $(if $(BENCHTIME),-benchtime $(BENCHTIME)) ./... | tee bench.txt
@@ -56,6 +57,8 @@ bench: check-go
 	if [ -x "$$bs" ]; then "$$bs" bench.txt; else echo "(go install golang.org/x/perf/cmd/benchstat@latest for a summary)"; fi
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count $(or $(BENCHCOUNT),6) $(if $(BENCHTIME),-benchtime $(BENCHTIME)) -timeout 60m | tee bench.txt
 	@grep -q '^ok' bench/bench.txt || { echo "make bench: the peer benchmarks failed: see bench/bench.txt" >&2; exit 1; }
+	cd bench/gubernator && $(GO) test -run '^$$' -bench . -benchmem -count $(or $(BENCHCOUNT),6) $(if $(BENCHTIME),-benchtime $(BENCHTIME)) -timeout 30m | tee -a ../bench.txt
+	@[ "$$(grep -c '^ok' bench/bench.txt)" -ge 2 ] || { echo "make bench: the Gubernator benchmarks failed: see bench/bench.txt" >&2; exit 1; }
 	@bs=$$(command -v benchstat || echo "$$($(GO) env GOPATH)/bin/benchstat"); \
 	if [ -x "$$bs" ]; then "$$bs" bench/bench.txt; else echo "(go install golang.org/x/perf/cmd/benchstat@latest for a summary)"; fi
 	cd bench && $(GO) run ./cmd/ratios bench.txt

@@ -57,6 +57,12 @@ func main() {
 	for _, p := range bench.MiddlewarePeers {
 		notes[p.Name] = p.Note
 	}
+	for _, p := range bench.ServicePeers {
+		notes[p.Name] = p.Note
+	}
+	for name, note := range bench.OtherModulePeers {
+		notes[name] = note
+	}
 	Print(os.Stdout, s, *base, notes)
 }
 
@@ -79,6 +85,10 @@ var Units = []string{"ns/op", "B/key"}
 // scenario in which the base reports one is compared in these alone: its
 // ns/op is only the inverse.
 var RateUnits = []string{"decisions/s"}
+
+// LatencyUnits are the latency percentiles compared, less being better,
+// in the scenarios that report them (BenchmarkService's p99-µs).
+var LatencyUnits = []string{"p99-µs"}
 
 // reportsRate reports whether peer reports one of RateUnits in scenario.
 func reportsRate(s *Summary, scenario, peer string) bool {
@@ -108,6 +118,11 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 	if rates := s.Ratios(base, RateUnits); len(rates) > 0 {
 		fmt.Fprintf(w, "\n%s / peer in decisions per second: ratio of the medians over the runs (n); above 1, %s decides more per second.\n\n", base, base)
 		writeRatios(w, s, base, rates)
+	}
+
+	if lat := s.Ratios(base, LatencyUnits); len(lat) > 0 {
+		fmt.Fprintf(w, "\n%s / peer in 99th-percentile latency: ratio of the medians over the runs (n); below 1, %s answers sooner.\n\n", base, base)
+		writeRatios(w, s, base, lat)
 	}
 
 	printOverheads(w, s)

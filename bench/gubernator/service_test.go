@@ -1,0 +1,109 @@
+package gubernator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// ServiceCallers are the numbers of concurrent callers of the service
+// scenarios, and ServiceBatches the numbers of checks per request.
+var (
+	ServiceCallers = []int{1, 16, 64}
+	ServiceBatches = []int{1, 100}
+)
+
+// BenchmarkService: each service peer runs one instance in this process on
+// loopback; callers=N goroutines share b.N requests of batch=M checks on
+// keys picked at random among ServiceKeys, each check decided on its own.
+// decisions/s counts checks; p99-µs is the 99th percentile of a request's
+// latency.
+func BenchmarkService(b *testing.B) {
+	for _, batch := range ServiceBatches {
+		for _, callers := range ServiceCallers {
+			for _, p := range ServicePeers {
+				b.Run(fmt.Sprintf("batch=%d/callers=%d/%s", batch, callers, p.Name), func(b *testing.B) {
+					c, stop, err := p.Start()
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer stop()
+					runService(b, c, callers, batch)
+				})
+			}
+		}
+	}
+}
+
+// runService sends b.N requests of batch checks from callers goroutines,
+// after a few untimed ones each, and reports decisions/s, p99-µs and the
+// fraction admitted; it fails b on any error.
+func runService(b *testing.B, c ServiceClient, callers, batch int) {
+	ctx := context.Background()
+	keys := make([]string, ServiceKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%d", i)
+	}
+	var admitted, errs atomic.Int64
+	var firstErr atomic.Value
+	lat := make([][]time.Duration, callers)
+	var warm, done sync.WaitGroup
+	warm.Add(callers)
+	start := make(chan struct{})
+	for i := range callers {
+		calls := b.N / callers
+		if i < b.N%callers {
+			calls++
+		}
+		lat[i] = make([]time.Duration, 0, calls)
+		done.Go(func() {
+			r := newRNG()
+			req := make([]string, batch)
+			send := func() (time.Duration, error) {
+				for j := range req {
+					req[j] = keys[r.intn(ServiceKeys)]
+				}
+				t := time.Now()
+				n, err := c.Check(ctx, req)
+				admitted.Add(int64(n))
+				return time.Since(t), err
+			}
+			for range 3 {
+				if _, err := send(); err != nil {
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+			warm.Done()
+			<-start
+			for range calls {
+				d, err := send()
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err.Error())
+					errs.Add(1)
+				}
+				lat[i] = append(lat[i], d)
+			}
+		})
+	}
+	warm.Wait()
+	if e := firstErr.Load(); e != nil {
+		b.Fatalf("warming up: %v", e)
+	}
+	admitted.Store(0)
+	b.ResetTimer()
+	close(start)
+	done.Wait()
+	b.StopTimer()
+	if errs.Load() > 0 {
+		b.Fatalf("%d errors in %d requests; the first: %v", errs.Load(), b.N, firstErr.Load())
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "decisions/s")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(admitted.Load())/float64(b.N*batch), "admit/op")
+}
