@@ -48,8 +48,9 @@ fuzz: check-go
 	done
 
 ## bench: the root module's benchmarks (10 runs each) into bench.txt, then floodgate against its peers
-## (module bench/, 6 runs each, in memory, on a Redis it starts, as middleware and as a service; then Gubernator
-## from module bench/gubernator, which cannot build beside floodgate; 25-40 minutes) into bench/bench.txt, each summarised with benchstat when
+## (module bench/, 6 runs each, in memory, on a Redis it starts, as middleware and as a service, and as a service on
+## that Redis beside envoyproxy/ratelimit; then Gubernator from module bench/gubernator, which cannot build beside
+## floodgate; 30-45 minutes) into bench/bench.txt, each summarised with benchstat when
 ## it is installed, then floodgate/peer ratios of the medians; BENCHCOUNT and BENCHTIME set -count and -benchtime
 bench: check-go
 	$(GO) test -run '^$$' -bench . -benchmem -count $(or $(BENCHCOUNT),10) $(if $(BENCHTIME),-benchtime $(BENCHTIME)) ./... | tee bench.txt

@@ -64,11 +64,18 @@ descriptors:
 `, ServiceRate, ServiceRate)
 
 func startFloodgateService() (ServiceClient, func(), error) {
+	return startFloodgate("", envoyBenchConfig)
+}
+
+// startFloodgate starts floodgate serve on the store URL store ("" means
+// memory) with the Envoy configuration config, and returns a gRPC client
+// of its Envoy service.
+func startFloodgate(store, config string) (ServiceClient, func(), error) {
 	dir, err := os.MkdirTemp("", "floodgate-bench-envoy")
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "bench.yaml"), []byte(envoyBenchConfig), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "bench.yaml"), []byte(config), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
@@ -79,7 +86,7 @@ func startFloodgateService() (ServiceClient, func(), error) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- server.Run(ctx, server.Options{
-			HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", EnvoyConfigDir: dir,
+			Store: store, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", EnvoyConfigDir: dir,
 			SnapshotFile: "off", WatchInterval: -1,
 			Listening: func(name string, addr net.Addr) {
 				if name == "grpc" {

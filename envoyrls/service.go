@@ -284,7 +284,9 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			c.r, c.unlimited = nil, true
 		}
 	}
-	wouldBeOver := false
+	// The descriptors to decide on the store, each with its cost and key.
+	outs := make([]outcome, len(req.Descriptors))
+	var todo []int
 	for i, d := range req.Descriptors {
 		c := &checks[i]
 		switch {
@@ -292,28 +294,32 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			// Upstream's answer for an unlimited rule: OK, with the most
 			// a uint32 holds remaining, and no limit.
 			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
-			continue
 		case c.r == nil || (c.r.name != "" && replacing[c.r.name]):
 			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-			continue
+		default:
+			outs[i].n, outs[i].key = hits(req, d), storeKey(d.GetEntries(), c.shared)
+			todo = append(todo, i)
 		}
-		n := hits(req, d)
-		st, over, err := s.decide(ctx, c, storeKey(d.GetEntries(), c.shared), now, n)
-		if err != nil {
+	}
+	s.decideAll(ctx, checks, outs, todo, now)
+	wouldBeOver := false
+	for _, i := range todo {
+		c, o := &checks[i], &outs[i]
+		if o.err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return nil, status.FromContextError(ctxErr).Err()
 			}
-			s.logStoreError(dom.name, c.r.path, err)
-			return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", err)
+			s.logStoreError(dom.name, c.r.path, o.err)
+			return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", o.err)
 		}
 		if s.opts.observer != nil {
-			s.opts.observer(ctx, Outcome{Domain: dom.name, Rule: c.r.path, Name: c.r.name, Policy: c.r.policy, Hits: n, Over: over, Code: st.Code})
+			s.opts.observer(ctx, Outcome{Domain: dom.name, Rule: c.r.path, Name: c.r.name, Policy: c.r.policy, Hits: o.n, Over: o.over, Code: o.st.Code})
 		}
-		resp.Statuses[i] = st
-		if over {
+		resp.Statuses[i] = o.st
+		if o.over {
 			wouldBeOver = true
 		}
-		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+		if o.st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
@@ -331,6 +337,67 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	return resp, nil
 }
+
+// outcome is one descriptor's decision: its cost and store key, then its
+// status, whether it was over its limit, or the store's error.
+type outcome struct {
+	n    int64
+	key  string
+	st   *rlsv3.RateLimitResponse_DescriptorStatus
+	over bool
+	err  error
+}
+
+// decideAll decides the descriptors todo (indexes of checks and outs). On
+// the memory store it decides them one after another. On another store,
+// where each decision is a round trip (Redis) or a transaction (a file),
+// the descriptors of distinct counters are decided at once (up to
+// maxParallel at a time), each counter's in request order, so that the store sends them together (redisstore and
+// filestore batch calls that arrive together) and a request of many
+// descriptors costs about one round trip, as upstream's pipeline does; the
+// answers are the same, since distinct counters are independent.
+func (s *Service) decideAll(ctx context.Context, checks []check, outs []outcome, todo []int, now int64) {
+	one := func(i int) {
+		o := &outs[i]
+		o.st, o.over, o.err = s.decide(ctx, &checks[i], o.key, now, o.n)
+	}
+	if _, mem := s.store.(*floodgate.MemoryStore); mem || len(todo) < 2 {
+		for _, i := range todo {
+			one(i)
+		}
+		return
+	}
+	type counter struct {
+		t   floodgate.Table
+		key string
+	}
+	groups := make(map[counter][]int, len(todo))
+	var order []counter
+	for _, i := range todo {
+		k := counter{checks[i].t.t, outs[i].key}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(order), maxParallel) {
+		wg.Go(func() {
+			for g := next.Add(1) - 1; g < int64(len(order)); g = next.Add(1) - 1 {
+				for _, i := range groups[order[g]] {
+					one(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// maxParallel bounds the decisions one request has under way at once on a
+// shared store, so that many requests of many descriptors do not queue
+// thousands of calls ahead of the store's timeouts.
+const maxParallel = 8
 
 // logStoreError logs a store failure, at most once a second: a store
 // that is down fails every request.

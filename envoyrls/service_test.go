@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -638,5 +639,35 @@ func TestEmptyDescriptors(t *testing.T) {
 	req := request("d", &ratelimitv3.RateLimitDescriptor{}, nil, descriptor("a", "x"))
 	if got, want := call(t, s, req), "OK: OK | OK | OK 1/MINUTE t=1m0s"; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// sharedStore is a memory store that the service takes for a shared one
+// (Redis, a file): it decides a request's distinct counters at once.
+type sharedStore struct{ *floodgate.MemoryStore }
+
+// On a shared store a request's descriptors of distinct counters are
+// decided at once, and those of one counter in request order: the answers
+// are the memory store's, one after another, exactly.
+func TestManyDescriptorsOnASharedStore(t *testing.T) {
+	const cfg = `domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 3}
+  - key: team
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: token-bucket, burst: 2}
+`
+	mem, clk := newService(t, cfg)
+	shared := NewService(mustParse(t, cfg), sharedStore{floodgate.NewMemoryStore(0)}, WithClock(clk))
+	var descs []*ratelimitv3.RateLimitDescriptor
+	for i := range 40 {
+		descs = append(descs, descriptor("user", fmt.Sprint("u", i%7)), descriptor("team", fmt.Sprint("t", i%3)), descriptor("other", "x"))
+	}
+	req := request("d", descs...)
+	for step := range 4 {
+		if got, want := call(t, shared, req), call(t, mem, req); got != want {
+			t.Fatalf("step %d: on a shared store\n%s\nwant, as on memory,\n%s", step, got, want)
+		}
+		clk.Advance(700 * time.Millisecond)
 	}
 }

@@ -60,6 +60,11 @@ func main() {
 	for _, p := range bench.ServicePeers {
 		notes[p.Name] = p.Note
 	}
+	for _, p := range bench.ServiceRedisPeers {
+		if p.Note != "" {
+			notes[p.Name] = p.Note
+		}
+	}
 	for name, note := range bench.OtherModulePeers {
 		notes[name] = note
 	}
