@@ -772,6 +772,10 @@ func TestFailsafeAllowAll(t *testing.T) {
 					if !errors.Is(err, floodgate.ErrStoreUnavailable) {
 						t.Fatalf("FailClosed: %v", err)
 					}
+					// The wait until the store is tried again: the cooldown.
+					if md.Allowed || md.RetryAfter != time.Second || md.Denied < 0 || checks[md.Denied].Limiter.Store() != floodgate.Store(c.fs) {
+						t.Fatalf("FailClosed: %+v, want RetryAfter 1s (the cooldown) from the failing store's check", md)
+					}
 				} else if err != nil {
 					t.Fatal(err)
 				}

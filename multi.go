@@ -45,7 +45,9 @@ type MultiDecision struct {
 //
 // A cost above a limit's burst denies the whole request with RetryAfter
 // Never and an error wrapping ErrCostExceedsBurst; other errors (bad input,
-// a broken store) mean nothing was spent.
+// a broken store) mean nothing was spent. When a store fails but says when
+// to try again (a Failsafe failing closed), RetryAfter and Denied carry
+// that wait and the check it came from.
 func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 	// md.Allowed is set only once every limit has admitted, so that no
 	// error return can carry an admission.
@@ -82,6 +84,13 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 	for _, g := range groups {
 		if err := g.store.Apply(ctx, g.ops); err != nil {
 			refundAll(ctx, done)
+			// A store that fails may still say when to try again (a
+			// Failsafe failing closed): pass on the longest wait.
+			for j, op := range g.ops {
+				if d := op.Decision; !d.Allowed && d.RetryAfter > md.RetryAfter {
+					md.Denied, md.RetryAfter = g.idx[j], d.RetryAfter
+				}
+			}
 			return md, err
 		}
 		admitted := true

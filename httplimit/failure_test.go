@@ -124,9 +124,8 @@ func TestStoreFailureNewAll(t *testing.T) {
 	m := NewAll([]Limit{{Limiter: local}, {Limiter: shared}}, WithLogger(newDiscardLogger()))
 	rec := httptest.NewRecorder()
 	m.Handler(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	// AllowAll reports no RetryAfter when a store's Apply fails (the
-	// failsafe's cooldown does not come back through it): 1 second.
-	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" {
+	// The failsafe's cooldown comes back through AllowAll: 3 seconds.
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "3" {
 		t.Fatalf("%d Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
 	}
 	checkNoLeak(t, rec)
