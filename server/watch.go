@@ -14,11 +14,22 @@ import (
 )
 
 // fingerprint summarises the files at paths (a directory: every file under
-// it) by their names, sizes and modification times, so that a change to
-// any of them, a new one or a removed one changes it. It reads no file's
-// contents.
+// it, through links) by their names and contents, so that a change to any
+// of them, a new one or a removed one changes it. Not by size and
+// modification time: a file replaced within one tick of the file system's
+// clock by another of the same size would look unchanged for good.
+// Configuration, token and certificate files are small.
 func fingerprint(paths ...string) string {
 	h := sha256.New()
+	file := func(path string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(h, "%s unreadable\n", path)
+			return
+		}
+		fmt.Fprintf(h, "%s %d\n", path, len(b))
+		h.Write(b)
+	}
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -26,16 +37,14 @@ func fingerprint(paths ...string) string {
 			continue
 		}
 		if !fi.IsDir() {
-			fmt.Fprintf(h, "%s %d %d\n", p, fi.Size(), fi.ModTime().UnixNano())
+			file(p)
 			continue
 		}
 		filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".") {
 				return nil
 			}
-			if fi, err := os.Stat(path); err == nil { // through links: a ConfigMap's swap changes the target
-				fmt.Fprintf(h, "%s %d %d\n", path, fi.Size(), fi.ModTime().UnixNano())
-			}
+			file(path) // through links: a ConfigMap's swap changes the target
 			return nil
 		})
 	}
