@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/tablename"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -200,10 +200,7 @@ func (s *Store) Table(name string, p floodgate.Policy) (floodgate.Table, error) 
 	if t := s.tables[k]; t != nil {
 		return t, nil
 	}
-	bucket := escapeName(name)
-	if name != p.String() {
-		bucket += "@" + escapeName(p.String())
-	}
+	bucket := tablename.Of(name, p)
 	if len(bucket) > bolt.MaxKeySize {
 		return nil, fmt.Errorf("filestore: %w: a limiter name of %d bytes (%d escaped, with the policy), more than bbolt's %d",
 			floodgate.ErrInvalidKey, len(name), len(bucket), bolt.MaxKeySize)
@@ -211,27 +208,6 @@ func (s *Store) Table(name string, p floodgate.Policy) (floodgate.Table, error) 
 	t := &table{store: s, policy: p, bucket: []byte(bucket)}
 	s.tables[k] = t
 	return t, nil
-}
-
-var (
-	nameEscaper   = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D", "@", "%40")
-	nameUnescaper = strings.NewReplacer("%25", "%", "%3A", ":", "%7B", "{", "%7D", "}", "%40", "@")
-)
-
-func escapeName(name string) string { return nameEscaper.Replace(name) }
-
-// policyOfBucket returns the policy of the table whose bucket is named
-// name, or false for a bucket that no table of this package names.
-func policyOfBucket(name string) (algo.Policy, bool) {
-	text := name
-	if i := strings.IndexByte(name, '@'); i >= 0 {
-		text = name[i+1:]
-	}
-	p, err := algo.ParsePolicy(nameUnescaper.Replace(text))
-	if err != nil || escapeName(p.String()) != text {
-		return algo.Policy{}, false
-	}
-	return p, true
 }
 
 // metaBucket holds the store's own records (the sweep's position). No

@@ -7,6 +7,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/tablename"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -306,7 +307,7 @@ func (s *Store) policyOf(name []byte) *algo.Policy {
 	}
 	var pp *algo.Policy
 	if !bytes.Equal(name, metaBucket) {
-		if p, ok := policyOfBucket(string(name)); ok {
+		if p, ok := tablename.PolicyOf(string(name)); ok {
 			pp = &p
 		}
 	}

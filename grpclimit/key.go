@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/internal/keyvalue"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 )
@@ -106,21 +107,9 @@ func Global(context.Context, string) (string, error) { return "*", nil }
 // ID): a string, an integer or a fmt.Stringer, as httplimit.ByContext.
 func ByContext(key any) KeyFunc {
 	return func(ctx context.Context, _ string) (string, error) {
-		var s string
-		switch v := ctx.Value(key).(type) {
-		case nil:
-		case string:
-			s = v
-		case int:
-			s = strconv.Itoa(v)
-		case int64:
-			s = strconv.FormatInt(v, 10)
-		case uint64:
-			s = strconv.FormatUint(v, 10)
-		case fmt.Stringer:
-			s = v.String()
-		default:
-			return "", fmt.Errorf("grpclimit: context value %v is a %T, not a string, an integer or a fmt.Stringer", key, v)
+		s, err := keyvalue.String(ctx.Value(key))
+		if err != nil {
+			return "", fmt.Errorf("grpclimit: context value %v %w", key, err)
 		}
 		if s == "" {
 			return "", fmt.Errorf("grpclimit: no context value %v: %w", key, ErrNoKey)

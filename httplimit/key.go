@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/floodgate/floodgate/internal/keyvalue"
 )
 
 // A KeyFunc returns the rate-limit key of a request: who is asking, such as
@@ -75,21 +77,9 @@ func ByCookie(name string) KeyFunc {
 // (ErrNoKey); a value of another type is an error (500).
 func ByContext(key any) KeyFunc {
 	return func(r *http.Request) (string, error) {
-		var s string
-		switch v := r.Context().Value(key).(type) {
-		case nil:
-		case string:
-			s = v
-		case int:
-			s = strconv.Itoa(v)
-		case int64:
-			s = strconv.FormatInt(v, 10)
-		case uint64:
-			s = strconv.FormatUint(v, 10)
-		case fmt.Stringer:
-			s = v.String()
-		default:
-			return "", fmt.Errorf("httplimit: context value %v is a %T, not a string, an integer or a fmt.Stringer", key, v)
+		s, err := keyvalue.String(r.Context().Value(key))
+		if err != nil {
+			return "", fmt.Errorf("httplimit: context value %v %w", key, err)
 		}
 		if s == "" {
 			return "", fmt.Errorf("httplimit: no context value %v: %w", key, ErrNoKey)

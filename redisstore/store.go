@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/tablename"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -75,19 +76,11 @@ func (s *Store) Table(name string, p floodgate.Policy) (floodgate.Table, error) 
 	if t := s.tables[k]; t != nil {
 		return t, nil
 	}
-	part := escapeName(name)
-	if name != p.String() {
-		part += "@" + escapeName(p.String())
-	}
-	t := &table{store: s, policy: p, prefix: s.cfg.prefix + part + ":",
+	t := &table{store: s, policy: p, prefix: s.cfg.prefix + tablename.Of(name, p) + ":",
 		wireArg: fmt.Sprintf("%d %d %d %d", p.Algorithm(), p.Limit(), int64(p.Period()), p.Burst())}
 	s.tables[k] = t
 	return t, nil
 }
-
-var nameEscaper = strings.NewReplacer("%", "%25", ":", "%3A", "{", "%7B", "}", "%7D", "@", "%40")
-
-func escapeName(name string) string { return nameEscaper.Replace(name) }
 
 // table is one limiter's keys.
 type table struct {

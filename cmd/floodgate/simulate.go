@@ -314,13 +314,6 @@ func openSimulationStore(rawURL string, p algo.Policy) (floodgate.Table, func() 
 	return tb, done, nil
 }
 
-// simulate replays the trace in in, in floodgate's own format, through
-// tb, and writes one decision per event to out: the simulate command
-// without its flags.
-func simulate(tb floodgate.Table, in io.Reader, out io.Writer) error {
-	return (&simulation{events: out}).run(tb, in)
-}
-
 // simulation is what one run of the simulate command does with a trace.
 type simulation struct {
 	format trace.Format // the trace's format; nil means floodgate's own

@@ -387,7 +387,7 @@ func BenchmarkSimulate(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(in.Len()))
 	for b.Loop() {
-		if err := simulate(tb, strings.NewReader(in.String()), io.Discard); err != nil {
+		if err := (&simulation{events: io.Discard}).run(tb, strings.NewReader(in.String())); err != nil {
 			b.Fatal(err)
 		}
 	}
