@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +44,8 @@ type call struct {
 	slot uint16
 	ctx  context.Context
 	err  error
-	done chan struct{}
+	done chan struct{} // made when the call waits, unless given
+	left bool          // the caller left before the call was done
 }
 
 // do carries out ops, all in slot, and returns when they are done or ctx
@@ -52,20 +55,30 @@ func (b *batcher) do(ctx context.Context, ops []*floodgate.Op, slot uint16) erro
 	return b.submit(&call{ops: ops, slot: slot, ctx: ctx})
 }
 
-// single is a call of one op, made with one allocation.
+// single is a call of one op, made with one allocation and reused.
 type single struct {
 	call
-	op  floodgate.Op
-	ops [1]*floodgate.Op
+	op   floodgate.Op
+	ops  [1]*floodgate.Op
+	done chan struct{}
 }
+
+var singles = sync.Pool{New: func() any { return &single{done: make(chan struct{}, 1)} }}
 
 // decide carries out op alone (see do).
 func (b *batcher) decide(ctx context.Context, op floodgate.Op, slot uint16) (floodgate.Op, error) {
-	c := &single{op: op}
+	c := singles.Get().(*single)
+	c.op = op
 	c.ops[0] = &c.op
-	c.call = call{ops: c.ops[:], slot: slot, ctx: ctx}
+	c.call = call{ops: c.ops[:], slot: slot, ctx: ctx, done: c.done}
 	err := b.submit(&c.call)
-	return c.op, err
+	op = c.op
+	if !c.left {
+		// Done with c: no sender holds it.
+		*c = single{done: c.done}
+		singles.Put(c)
+	}
+	return op, err
 }
 
 // submit carries out c (see do).
@@ -84,7 +97,9 @@ func (b *batcher) submit(c *call) error {
 		b.mu.Unlock()
 		return fmt.Errorf("redisstore: %w (%d)", ErrOverloaded, b.maxPending)
 	}
-	c.done = make(chan struct{}, 1)
+	if c.done == nil {
+		c.done = make(chan struct{}, 1)
+	}
 	b.pending = append(b.pending, c)
 	if b.inFlight < b.maxInFlight {
 		b.inFlight++
@@ -103,6 +118,7 @@ func (b *batcher) submit(c *call) error {
 			}
 		}
 		b.mu.Unlock()
+		c.left = true
 		return ctx.Err()
 	}
 }
@@ -164,15 +180,17 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 func (s *Store) send(ctx context.Context, calls []*call) {
 	if !s.cluster || len(calls) == 1 {
 		// One slot: one script call.
-		keys, args := s.encode(calls)
-		cmd := s.run.call(ctx, s.client, keys, args)
+		e := encoders.Get().(*encoder)
+		defer func() { e.reset(); encoders.Put(e) }()
+		s.encode(e, calls)
+		cmd := s.run.call(ctx, s.client, e.keys, e.args)
 		if missing(cmd.Err()) {
 			eval, err := s.run.load(ctx)
 			if err != nil {
 				s.decode(calls, nil, err)
 				return
 			}
-			cmd = s.run.again(ctx, s.client, eval, keys, args)
+			cmd = s.run.again(ctx, s.client, eval, e.keys, e.args)
 		}
 		res, err := cmd.Result()
 		s.decode(calls, res, err)
@@ -225,29 +243,36 @@ func (s *Store) send(ctx context.Context, calls []*call) {
 // pipeline sends one script call per slot in one pipeline, setting cmds.
 func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][]*call, cmds []*redis.Cmd,
 	run func(context.Context, redis.Cmdable, []string, []any) *redis.Cmd) {
-	// Each command carries its own error, which decode reports.
+	// Each command carries its own error, which decode reports. The
+	// encoders are in use until the pipeline is done.
+	es := make([]*encoder, len(order))
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, sl := range order {
-			keys, args := s.encode(slots[sl])
-			cmds[i] = run(ctx, p, keys, args)
+			es[i] = encoders.Get().(*encoder)
+			s.encode(es[i], slots[sl])
+			cmds[i] = run(ctx, p, es[i].keys, es[i].args)
 		}
 		return nil
 	})
+	for _, e := range es {
+		e.reset()
+		encoders.Put(e)
+	}
 }
 
-// encode writes the script's keys and arguments for calls (lua/batch.lua).
-// Numbers go as int64s, which go-redis writes in decimal without a string
-// of their own (and boxes without allocating below 256); in server mode
-// the ops' times, unused, go as zeros. The policies come first in the
-// arguments, so a first pass finds them. A lone decision goes in the
-// script's short form (encodeOne).
-func (s *Store) encode(calls []*call) (keys []string, args []any) {
+// encode writes the script's keys and arguments for calls (lua/batch.lua)
+// into e. The policies come first in the arguments, so a first pass finds
+// them; the ops follow, packed in one string. In server mode the ops'
+// times, unused, go as zeros. A lone decision goes in the script's short
+// form (encodeOne).
+func (s *Store) encode(e *encoder, calls []*call) {
 	if len(calls) == 1 && len(calls[0].ops) == 1 && calls[0].ops[0].Kind == floodgate.OpDecide {
-		return s.encodeOne(calls[0].ops[0])
+		s.encodeOne(e, calls[0].ops[0])
+		return
 	}
-	nops := 0
 	var seen [4]*table
 	tables := seen[:0]
+	nops := 0
 	for _, c := range calls {
 		nops += len(c.ops)
 		for _, op := range c.ops {
@@ -256,78 +281,108 @@ func (s *Store) encode(calls []*call) (keys []string, args []any) {
 			}
 		}
 	}
-	// A map finds repeated keys in a big batch; a small one is searched.
-	var keyIndex map[string]int
-	if nops > 8 {
-		keyIndex = make(map[string]int, nops)
-	}
-	args = make([]any, 0, 4+len(tables)+len(calls)+refundFields*nops)
-	args = append(args, s.modeArg, s.minTTLArg, int64(len(tables)))
+	e.args = append(e.args, s.modeArg, s.minTTLArg, int64(len(tables)))
 	for _, t := range tables {
-		args = append(args, t.wireArg)
+		e.args = append(e.args, t.wireArg)
 	}
-	args = append(args, int64(len(calls)))
+	b := binary.LittleEndian.AppendUint32(e.ops, uint32(len(calls)))
 	for _, c := range calls {
-		args = append(args, int64(len(c.ops)))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(c.ops)))
 		for _, op := range c.ops {
 			t := op.Table.(*table)
-			rk := t.prefix + op.Key
-			var ki int
-			if keyIndex != nil {
-				ki = keyIndex[rk]
-			} else {
-				ki = slices.Index(keys, rk) + 1
-			}
-			if ki == 0 {
-				keys = append(keys, rk)
-				ki = len(keys)
-				if keyIndex != nil {
-					keyIndex[rk] = ki
-				}
-			}
-			pi := slices.Index(tables, t) + 1
 			var sec, ns int64
 			if s.cfg.callerTime {
 				sec, ns = op.Now/1e9, op.Now%1e9
 			}
-			args = append(args, int64(op.Kind), int64(ki), int64(pi), sec, ns, op.N)
-			args = appendExtra(args, op, t)
+			b = append(b, byte(op.Kind))
+			b = binary.LittleEndian.AppendUint32(b, uint32(e.keyIndex(t.prefix+op.Key, nops)))
+			b = binary.LittleEndian.AppendUint32(b, uint32(slices.Index(tables, t)+1))
+			b = appendDoubles(b, sec, ns, op.N)
+			switch op.Kind {
+			case floodgate.OpSchedule:
+				b = append(strconv.AppendInt(b, max(int64(op.MaxWait), 0), 10), 0)
+			case floodgate.OpRefund:
+				st := op.Stamp
+				if st.TAT < 0 || st.Frac < 0 || st.Frac >= t.policy.Limit() {
+					st.TAT, st.Frac = 0, t.policy.Limit() // not a bucket's stamp: refunds nothing
+				}
+				b = appendDoubles(b, st.At/1e9, st.At%1e9, st.TAT/1e9, st.TAT%1e9, st.Frac)
+			}
 		}
 	}
-	return keys, args
+	e.ops = b
+	e.args = append(e.args, b)
+}
+
+// appendDoubles appends vs to b as little-endian doubles, which hold them
+// exactly below 2^53, as the script's numbers do.
+func appendDoubles(b []byte, vs ...int64) []byte {
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
+	}
+	return b
+}
+
+// An encoder holds one script call's keys and arguments, and is reused:
+// Store.send takes one from encoders and puts it back once the call is
+// done.
+type encoder struct {
+	keys  []string
+	args  []any
+	ops   []byte
+	index map[string]int // key -> its index in keys, for many keys
+}
+
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+// keyIndex returns key's index in e.keys, from 1, adding it when new. A
+// call of up to 8 ops searches the keys; more use a map.
+func (e *encoder) keyIndex(key string, nops int) int {
+	if nops <= 8 {
+		if i := slices.Index(e.keys, key); i >= 0 {
+			return i + 1
+		}
+		e.keys = append(e.keys, key)
+		return len(e.keys)
+	}
+	if e.index == nil {
+		e.index = make(map[string]int, nops)
+	}
+	i, ok := e.index[key]
+	if !ok {
+		e.keys = append(e.keys, key)
+		i = len(e.keys)
+		e.index[key] = i
+	}
+	return i
+}
+
+// reset empties e for reuse, dropping what an unusually big call grew.
+func (e *encoder) reset() {
+	if cap(e.keys) > 4096 {
+		*e = encoder{}
+		return
+	}
+	clear(e.keys)
+	clear(e.args)
+	e.keys, e.args, e.ops = e.keys[:0], e.args[:0], e.ops[:0]
+	clear(e.index)
 }
 
 // encodeOne writes the arguments of one decision alone, the commonest
 // call, in the script's short form (one in lua/batch.lua).
-func (s *Store) encodeOne(op *floodgate.Op) (keys []string, args []any) {
+func (s *Store) encodeOne(e *encoder, op *floodgate.Op) {
 	t := op.Table.(*table)
-	keys = []string{t.prefix + op.Key}
+	e.keys = append(e.keys, t.prefix+op.Key)
 	if !s.cfg.callerTime {
-		return keys, []any{oneServerArg, t.wireArg, op.N}
+		e.args = append(e.args, oneServerArg, t.wireArg, op.N)
+		return
 	}
-	return keys, []any{oneCallerArg, s.minTTLArg, t.wireArg, op.N, op.Now / 1e9, op.Now % 1e9}
+	e.args = append(e.args, oneCallerArg, s.minTTLArg, t.wireArg, op.N, op.Now/1e9, op.Now%1e9)
 }
 
 // The first argument of the short form, boxed once.
 var oneServerArg, oneCallerArg any = "S", "C"
-
-// appendExtra appends the arguments that follow N for op's kind.
-func appendExtra(args []any, op *floodgate.Op, t *table) []any {
-	switch op.Kind {
-	case floodgate.OpSchedule:
-		args = append(args, max(int64(op.MaxWait), 0))
-	case floodgate.OpRefund:
-		st := op.Stamp
-		if st.TAT < 0 || st.Frac < 0 || st.Frac >= t.policy.Limit() {
-			st.TAT, st.Frac = 0, t.policy.Limit() // not a bucket's stamp: refunds nothing
-		}
-		args = append(args, st.At/1e9, st.At%1e9, st.TAT/1e9, st.TAT%1e9, st.Frac)
-	}
-	return args
-}
-
-// refundFields is the most arguments an op takes (a refund's).
-const refundFields = 11
 
 // decode sets the ops of calls from the script's reply.
 func (s *Store) decode(calls []*call, res any, err error) {
@@ -343,30 +398,32 @@ func (s *Store) decode(calls []*call, res any, err error) {
 		fail(fmt.Errorf("redisstore: %w", err))
 		return
 	}
-	reply, _ := res.([]any)
 	nops := 0
 	for _, c := range calls {
 		nops += len(c.ops)
 	}
-	if len(reply) != 2+opFields*nops {
-		fail(fmt.Errorf("redisstore: %w: a reply of %d values for %d ops", ErrCorrupt, len(reply), nops))
+	reply, _ := res.(string)
+	r, err := newReplyReader(reply, 2+opFields*nops)
+	if err != nil {
+		fail(fmt.Errorf("redisstore: %w: %d ops: %w", ErrCorrupt, nops, err))
 		return
 	}
-	var p replyParser
-	serverNow := p.int(reply[0])*1e9 + p.int(reply[1])
-	if p.err != nil {
-		fail(fmt.Errorf("redisstore: %w: %v", ErrCorrupt, p.err))
-		return
-	}
-	r := reply[2:]
+	serverNow := r.next()*1e9 + r.next()
 	for _, c := range calls {
 		for _, op := range c.ops {
 			now := serverNow
 			if s.cfg.callerTime {
 				now = op.Now
 			}
-			c.err = errors.Join(c.err, decodeOp(op, now, r[:opFields]))
-			r = r[opFields:]
+			var v [opFields]int64
+			for i := range v {
+				v[i] = r.next()
+			}
+			if r.err != nil {
+				c.err = errors.Join(c.err, fmt.Errorf("redisstore: %w: %w", ErrCorrupt, r.err))
+				continue
+			}
+			decodeOp(op, now, &v)
 		}
 	}
 }
@@ -376,23 +433,19 @@ const opFields = 7
 
 // decodeOp sets op from its reply values v; now is the time the script
 // decided at, in ns (Redis's in server mode).
-func decodeOp(op *floodgate.Op, now int64, v []any) error {
-	var p replyParser
-	code := p.int(v[0])
-	d := algo.Decision{Allowed: code == 1, Remaining: p.int(v[1])}
-	if retry := p.dur(v[2]); retry == -1 {
+func decodeOp(op *floodgate.Op, now int64, v *[opFields]int64) {
+	code := v[0]
+	d := algo.Decision{Allowed: code == 1, Remaining: v[1]}
+	if v[2] == -1 {
 		d.RetryAfter = algo.Never
 	} else {
-		d.RetryAfter = time.Duration(retry)
+		d.RetryAfter = time.Duration(v[2])
 	}
-	d.ResetAfter = time.Duration(p.dur(v[3]))
-	atDelta, tatDelta, frac := p.dur(v[4]), p.dur(v[5]), p.int(v[6])
-	if p.err != nil {
-		return fmt.Errorf("redisstore: %w: %v", ErrCorrupt, p.err)
-	}
+	d.ResetAfter = time.Duration(v[3])
+	atDelta, tatDelta, frac := v[4], v[5], v[6]
 	op.Err, op.At, op.Stamp, op.Decision = nil, 0, algo.Stamp{}, algo.Decision{}
 	if op.Kind != floodgate.OpDecide && op.Kind != floodgate.OpSchedule {
-		return nil
+		return
 	}
 	op.Decision = d
 	op.At = op.Now + atDelta
@@ -406,35 +459,55 @@ func decodeOp(op *floodgate.Op, now int64, v []any) error {
 		burst := op.Table.(*table).policy.Burst()
 		op.Err = fmt.Errorf("redisstore: %w: cost %d, burst %d", floodgate.ErrCostExceedsBurst, op.N, burst)
 	}
-	return nil
 }
 
-// replyParser reads the script's reply values, remembering the first
-// problem.
-type replyParser struct{ err error }
+// replyReader reads the script's reply (lua/batch.lua): little-endian
+// doubles, each an integer, then decimal numbers for the values a double
+// cannot hold. It remembers the first problem.
+type replyReader struct {
+	doubles string
+	bigs    string
+	err     error
+}
 
-func (p *replyParser) int(v any) int64 {
-	i, ok := v.(int64)
-	if !ok && p.err == nil {
-		p.err = fmt.Errorf("%v (%T) where an integer belongs", v, v)
+// newReplyReader reads reply, of n values.
+func newReplyReader(reply string, n int) (*replyReader, error) {
+	if len(reply) < 8*n {
+		return nil, fmt.Errorf("a reply of %d bytes where %d values belong", len(reply), n)
 	}
-	return i
+	return &replyReader{doubles: reply[:8*n], bigs: reply[8*n:]}, nil
 }
 
-// dur reads a duration: an integer, or a decimal string past 2^53.
-func (p *replyParser) dur(v any) int64 {
-	switch v := v.(type) {
-	case int64:
-		return v
-	case string:
-		i, err := strconv.ParseInt(v, 10, 64)
-		if err != nil && p.err == nil {
-			p.err = err
+// maxExact is the largest integer below which every integer is a double.
+const maxExact = 1 << 53
+
+func (r *replyReader) next() int64 {
+	if len(r.doubles) < 8 {
+		r.fail(errors.New("the reply ends early"))
+		return 0
+	}
+	b := r.doubles
+	f := math.Float64frombits(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56)
+	r.doubles = b[8:]
+	switch {
+	case f == -2:
+		var num string
+		num, r.bigs, _ = strings.Cut(r.bigs, " ")
+		i, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			r.fail(fmt.Errorf("a duration past 2^53: %w", err))
 		}
 		return i
+	case f != math.Trunc(f) || f < -maxExact || f > maxExact:
+		r.fail(fmt.Errorf("%v where an integer belongs", f))
+		return 0
 	}
-	if p.err == nil {
-		p.err = fmt.Errorf("%v (%T) where a duration belongs", v, v)
+	return int64(f)
+}
+
+func (r *replyReader) fail(err error) {
+	if r.err == nil {
+		r.err = err
 	}
-	return 0
 }

@@ -2,13 +2,17 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -108,4 +112,54 @@ func scriptCalls(t *testing.T, c *redis.Client) int {
 		}
 	}
 	return total
+}
+
+// A reply that is not what the script writes is an ErrCorrupt naming the
+// problem, for every op of the calls, and sets no op.
+func TestCorruptReply(t *testing.T) {
+	s := &Store{}
+	tb := &table{policy: floodgate.TokenBucket(10, time.Second, 10)}
+	doubles := func(vs ...float64) string {
+		var b []byte
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		return string(b)
+	}
+	good := doubles(1, 2, 1, 5, 0, 100, 0, 0, 0)
+	for _, tc := range []struct {
+		name  string
+		reply any
+		want  string
+	}{
+		{"a table", []any{int64(1)}, "a reply of 0 bytes where 9 values belong"},
+		{"short", good[:70], "a reply of 70 bytes where 9 values belong"},
+		{"a fraction", doubles(1, 2, 1, 5.5, 0, 100, 0, 0, 0), "5.5 where an integer belongs"},
+		{"past 2^53", doubles(1, 2, 1, 1<<54, 0, 100, 0, 0, 0), "where an integer belongs"},
+		{"a bad big", doubles(1, 2, 1, 5, 0, -2, 0, 0, 0) + "12x", "a duration past 2^53"},
+		{"a missing big", doubles(1, 2, 1, 5, 0, -2, 0, 0, 0), "a duration past 2^53"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op := &floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: "k", N: 1}
+			c := &call{ops: []*floodgate.Op{op}}
+			s.decode([]*call{c}, tc.reply, nil)
+			if !errors.Is(c.err, ErrCorrupt) || !strings.Contains(c.err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrCorrupt saying %q", c.err, tc.want)
+			}
+			if op.Decision.Allowed || op.Decision.Remaining != 0 {
+				t.Errorf("op set from a corrupt reply: %+v", op.Decision)
+			}
+		})
+	}
+	// The same shapes, well formed: a duration past 2^53 comes from the
+	// decimals after the doubles.
+	op := &floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: "k", N: 1}
+	c := &call{ops: []*floodgate.Op{op}}
+	s.decode([]*call{c}, doubles(1, 2, 1, 5, -1, -2, 0, 0, 0)+"9007199254740993", nil)
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if d := op.Decision; !d.Allowed || d.Remaining != 5 || d.RetryAfter != algo.Never || d.ResetAfter != 9007199254740993 {
+		t.Errorf("decision %+v", d)
+	}
 }

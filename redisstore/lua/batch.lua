@@ -4,20 +4,26 @@
 -- drains. script.go makes it a script (EVAL) or a Redis Function library.
 --
 -- ARGV: MODE ('s': Redis's clock, 'c': each op's own time) MINTTL_MS
---   NPOLICIES, then for each a policy 'ALG LIMIT PERIOD BURST',
---   NGROUPS, then for each group NOPS and for each op
---   KIND KEYINDEX POLICYINDEX NOW_S NOW_NS N, where the op's time is
---   NOW_S*10^9 + NOW_NS ns; then MAXWAIT for a schedule (kind 2), and
---   AT_S AT_NS TAT_S TAT_NS FRAC (its stamp) for a refund (kind 3).
+--   NPOLICIES, then for each a policy 'ALG LIMIT PERIOD BURST', then OPS,
+--   the groups packed in one string (struct.pack's format in brackets):
+--   NGROUPS [<I4], then for each group NOPS [<I4] and for each op KIND
+--   KEYINDEX POLICYINDEX NOW_S NOW_NS N [<BI4I4ddd], where the op's time
+--   is NOW_S*10^9 + NOW_NS ns; then MAXWAIT for a schedule (kind 2) in
+--   decimal [<s], and AT_S AT_NS TAT_S TAT_NS FRAC (its stamp) for a
+--   refund (kind 3) [<ddddd]. Unpacking one string is cheaper for Redis
+--   and the client than an argument per number.
 -- A call of one decision (kind 1) alone, the commonest, may instead come
 --   in a short form, which one reads: 'S' POLICY N on Redis's clock, or
 --   'C' MINTTL_MS POLICY N NOW_S NOW_NS on the caller's.
--- The reply: the time used in server mode as S NS (0 0 in caller mode),
+-- The reply is one string of little-endian IEEE 754 doubles, every one an
+--   integer: the time used in server mode as S NS (0 0 in caller mode),
 --   then for each op CODE REMAINING RETRY RESET AT-NOW TAT-NOW FRAC: CODE
 --   1 admitted, 0 denied, 2 denied for a cost above the burst; durations
---   in ns as integers, or as decimal strings when they pass 2^53; RETRY -1
---   for never. An admitted event's stamp is AT (NOW + AT-NOW), and for a
---   bucket TAT (NOW + TAT-NOW) and FRAC.
+--   in ns, RETRY -1 for never, and -2 for a duration past 2^53, which a
+--   double cannot hold: it is the next of the decimal numbers, separated
+--   by spaces, that follow the doubles. An admitted event's stamp is AT
+--   (NOW + AT-NOW), and for a bucket TAT (NOW + TAT-NOW) and FRAC. One
+--   string costs Redis and the client far less than a table of numbers.
 
 local TOKEN, LEAKY, LOG, SLIDING, FIXED = 1, 2, 3, 4, 5
 local MAXH, MAXL = 4611686018, 427387904 -- algo.MaxTime = 2^62 ns
@@ -209,14 +215,27 @@ local function admitted(p, s, n, nh, nl, ah, al, wait)
   return changed, wait, 0, 0
 end
 
+-- The durations past 2^53 of the reply being built (see above): a
+-- call's Lua runs alone, so one list serves every call.
+local bigs, nbig = {}, 0
+
 -- out turns a duration into a reply value.
 local function out(d)
   if d == nil then return -1 end
   if type(d) == 'table' then
     if d[4] == 0 and d[5] == 0 and d[3] < 8000 then return tonum(d) end
-    return str(d)
+    nbig = nbig + 1
+    bigs[nbig] = str(d)
+    return -2
   end
   return d
+end
+
+-- finish returns the reply: r, the packed doubles, then the durations
+-- set aside by out.
+local function finish(r)
+  if nbig > 0 then r = r .. table.concat(bigs, ' ', 1, nbig) end
+  return r
 end
 
 -- parsePolicy reads a policy, "ALG LIMIT PERIOD BURST", and works out
@@ -317,24 +336,25 @@ end
 local SMALL = {}
 local function int(v) return SMALL[v] or tonumber(v) end
 
--- put writes an op's seven reply values after reply[r].
-local function put(reply, r, ok, err, rem, retry, reset, wait, tat, frac)
-  if err == 1 then
-    reply[r + 1] = 2
-  else
-    reply[r + 1] = ok and 1 or 0
-  end
-  reply[r + 2] = rem
-  reply[r + 3] = out(retry)
-  reply[r + 4] = out(reset)
-  reply[r + 5] = out(wait)
-  reply[r + 6] = out(tat)
-  reply[r + 7] = frac
+-- put packs an op's seven reply values.
+local OPREPLY = '<ddddddd'
+local function put(ok, err, rem, retry, reset, wait, tat, frac)
+  local code = ok and 1 or 0
+  if err == 1 then code = 2 end
+  -- One at a time, so that bigs keeps their order.
+  retry = out(retry)
+  reset = out(reset)
+  wait = out(wait)
+  tat = out(tat)
+  return spack(OPREPLY, code, rem, retry, reset, wait, tat, frac)
 end
 
 -- one carries out a call in the short form (see above), deciding exactly
 -- as run does, with less work: Redis runs a script's Lua in one thread, so
 -- every call it saves is time for other clients' commands.
+local ONEREPLY = '<ddddddddd'
+-- OP is an op's packed fields (see above).
+local OP = '<BI4I4ddd'
 local function one(KEYS, ARGV)
   local key = KEYS[1]
   local mode, minTTL, p, n, nh, nl, sh, sl -- sh, sl: Redis's clock, for the reply
@@ -365,7 +385,11 @@ local function one(KEYS, ARGV)
   elseif err == 1 then
     code = 2
   end
-  return {sh, sl, code, rem, out(retry), out(reset), out(wait), out(tat), frac}
+  retry = out(retry)
+  reset = out(reset)
+  wait = out(wait)
+  tat = out(tat)
+  return finish(spack(ONEREPLY, sh, sl, code, rem, retry, reset, wait, tat, frac))
 end
 
 -- run carries out one call of the script: KEYS and ARGV as above, in
@@ -375,6 +399,7 @@ local function run(KEYS, ARGV)
     floor, ceil, spack, sunpack = math.floor, math.ceil, struct.pack, struct.unpack
     for v = 0, 1023 do SMALL[tostring(v)] = v end
   end
+  nbig = 0
   if ARGV[1] == 'S' or ARGV[1] == 'C' then return one(KEYS, ARGV) end
   local mode, minTTL = ARGV[1], int(ARGV[2])
   local i = 3
@@ -384,13 +409,13 @@ local function run(KEYS, ARGV)
   i = i + np + 1
 
   local serverH, serverL
-  local reply = {}
+  local reply = {} -- packed doubles: the time, then each op's
   if mode == 's' then
     local t = redis.call('TIME')
     serverH, serverL = tonumber(t[1]), tonumber(t[2]) * 1000
-    reply[1], reply[2] = serverH, serverL
+    reply[1] = spack('<dd', serverH, serverL)
   else
-    reply[1], reply[2] = 0, 0
+    reply[1] = spack('<dd', 0, 0)
   end
 
   -- Every key's string value at once (false for a sliding-log's hash).
@@ -407,13 +432,14 @@ local function run(KEYS, ARGV)
 
   local states = {} -- key index -> state, loaded when first needed
   local multi -- the changes of a group of several ops (see touch)
-  local nr = 2 -- reply values so far
+  local nr = 1 -- reply parts so far
 
-  local ngroups = int(ARGV[i])
-  i = i + 1
+  local ops, pos = ARGV[i], 1
+  local ngroups
+  ngroups, pos = sunpack('<I4', ops, pos)
   for _ = 1, ngroups do
-    local nops = int(ARGV[i])
-    i = i + 1
+    local nops
+    nops, pos = sunpack('<I4', ops, pos)
     local undo, denied, changes = nil, false, nil
     if nops > 1 then
       undo = {}
@@ -421,11 +447,11 @@ local function run(KEYS, ARGV)
       multi.n, changes = 0, multi
     end
     for o = 1, nops do
-      local kind, k, p = int(ARGV[i]), int(ARGV[i + 1]), policies[int(ARGV[i + 2])]
+      local kind, k, pi, ts, tns, n
+      kind, k, pi, ts, tns, n, pos = sunpack(OP, ops, pos)
+      local p = policies[pi]
       local nh, nl = serverH, serverL
-      if nh == nil then nh, nl = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]) end
-      local n = int(ARGV[i + 5])
-      i = i + 6
+      if nh == nil then nh, nl = ts, tns end
       local s = states[k]
       if s == nil then
         s = load(KEYS[k], p, values[k])
@@ -439,8 +465,8 @@ local function run(KEYS, ARGV)
       if kind == 1 or kind == 2 then
         ok, rem, retry, reset, err = decide(p, s, nh, nl, n)
         if kind == 2 then
-          local maxWait = ARGV[i]
-          i = i + 1
+          local maxWait
+          maxWait, pos = sunpack('<s', ops, pos)
           if not ok and err == 0 and (p.alg == TOKEN or p.alg == LEAKY) then
             local fits
             if type(retry) == 'table' then
@@ -472,9 +498,8 @@ local function run(KEYS, ARGV)
           if changed then touch(changes, s, k, nh, nl) end
         end
       elseif kind == 3 then
-        local st = {ah = int(ARGV[i]), al = int(ARGV[i + 1]),
-          th = int(ARGV[i + 2]), tl = int(ARGV[i + 3]), frac = int(ARGV[i + 4])}
-        i = i + 5
+        local st = {}
+        st.ah, st.al, st.th, st.tl, st.frac, pos = sunpack('<ddddd', ops, pos)
         refund(p, s, st, nh, nl, n)
         settle(p, s, nh, nl)
         touch(changes, s, k, nh, nl)
@@ -482,8 +507,8 @@ local function run(KEYS, ARGV)
         initial(p, s)
         touch(changes, s, k, nh, nl)
       end
-      put(reply, nr, ok, err, rem, retry, reset, wait, tat, frac)
-      nr = nr + 7
+      nr = nr + 1
+      reply[nr] = put(ok, err, rem, retry, reset, wait, tat, frac)
     end
     if denied and undo then
       for k, s in pairs(undo) do states[k] = s end
@@ -499,5 +524,5 @@ local function run(KEYS, ARGV)
   for k, s in pairs(states) do
     if s.dirty then commit(KEYS[k], s, mode, minTTL) end
   end
-  return reply
+  return finish(table.concat(reply, '', 1, nr))
 end
