@@ -356,7 +356,17 @@ func (t *failsafeTable) fallback(ctx context.Context, key string, now, n int64) 
 }
 
 // Apply implements Store.
-func (f *FailsafeStore) Apply(ctx context.Context, ops []Op) error {
+func (f *FailsafeStore) Apply(ctx context.Context, ops []Op) error { return f.apply(ctx, ops, false) }
+
+// ApplyEach implements EachStore: the ops, each as if alone (see the
+// function ApplyEach), go to the store in one step when it is an
+// EachStore, or are decided by the mode while it is down, as Apply's are.
+func (f *FailsafeStore) ApplyEach(ctx context.Context, ops []Op) error {
+	return f.apply(ctx, ops, true)
+}
+
+// apply carries out ops all or nothing, or each as if alone.
+func (f *FailsafeStore) apply(ctx context.Context, ops []Op, each bool) error {
 	if f.err != nil {
 		return f.err
 	}
@@ -374,7 +384,7 @@ func (f *FailsafeStore) Apply(ctx context.Context, ops []Op) error {
 	}
 	g := f.gen.Load()
 	if g&1 == 0 { // up
-		err := f.applyInner(ctx, ops)
+		err := f.applyInner(ctx, ops, each)
 		if err == nil {
 			return nil
 		}
@@ -382,7 +392,7 @@ func (f *FailsafeStore) Apply(ctx context.Context, ops []Op) error {
 			return callerErr(ctx, err)
 		}
 		f.fail(g, err, false)
-		return f.applyFallback(ctx, ops)
+		return f.applyFallback(ctx, ops, each)
 	}
 	for i := range ops {
 		if err := checkOp(&ops[i]); err != nil {
@@ -391,7 +401,7 @@ func (f *FailsafeStore) Apply(ctx context.Context, ops []Op) error {
 	}
 	if probeable(ops) && f.acquireProbe() {
 		g := f.gen.Load()
-		err := f.applyInner(ctx, ops)
+		err := f.applyInner(ctx, ops, each)
 		switch {
 		case err == nil:
 			f.up(g)
@@ -402,7 +412,7 @@ func (f *FailsafeStore) Apply(ctx context.Context, ops []Op) error {
 		}
 		f.fail(g, err, true)
 	}
-	return f.applyFallback(ctx, ops)
+	return f.applyFallback(ctx, ops, each)
 }
 
 // probeable reports whether ops may probe the store: some op would reach
@@ -429,7 +439,7 @@ func probeable(ops []Op) bool {
 
 // applyInner runs ops on the store, within the Timeout, leaving out the
 // refunds of units the local store admitted.
-func (f *FailsafeStore) applyInner(ctx context.Context, ops []Op) error {
+func (f *FailsafeStore) applyInner(ctx context.Context, ops []Op, each bool) error {
 	inner := make([]Op, 0, len(ops))
 	idx := make([]int, 0, len(ops))
 	for i := range ops {
@@ -448,7 +458,11 @@ func (f *FailsafeStore) applyInner(ctx context.Context, ops []Op) error {
 	if cancel != nil {
 		defer cancel()
 	}
-	if err := f.store.Apply(c, inner); err != nil {
+	apply := f.store.Apply
+	if each {
+		apply = func(ctx context.Context, ops []Op) error { return ApplyEach(ctx, f.store, ops) }
+	}
+	if err := apply(c, inner); err != nil {
 		return err
 	}
 	for j, i := range idx {
@@ -459,9 +473,9 @@ func (f *FailsafeStore) applyInner(ctx context.Context, ops []Op) error {
 
 // applyFallback runs ops by the mode, the store having failed; the ops have
 // been checked but for costs above the burst.
-func (f *FailsafeStore) applyFallback(ctx context.Context, ops []Op) error {
+func (f *FailsafeStore) applyFallback(ctx context.Context, ops []Op, each bool) error {
 	if f.mode == FailLocal {
-		return f.applyLocal(ctx, ops)
+		return f.applyLocal(ctx, ops, each)
 	}
 	var retry time.Duration
 	if f.mode == FailClosed {
@@ -497,7 +511,7 @@ func (f *FailsafeStore) applyFallback(ctx context.Context, ops []Op) error {
 
 // applyLocal runs ops on the local store, leaving out the refunds of units
 // it did not admit, and marks the stamps of what it admits.
-func (f *FailsafeStore) applyLocal(ctx context.Context, ops []Op) error {
+func (f *FailsafeStore) applyLocal(ctx context.Context, ops []Op, each bool) error {
 	local := make([]Op, 0, len(ops))
 	idx := make([]int, 0, len(ops))
 	for i := range ops {
@@ -520,7 +534,11 @@ func (f *FailsafeStore) applyLocal(ctx context.Context, ops []Op) error {
 		return nil
 	}
 	f.stats[countLocal].Add(1)
-	if err := f.local.Apply(ctx, local); err != nil {
+	apply := f.local.Apply
+	if each {
+		apply = func(ctx context.Context, ops []Op) error { return ApplyEach(ctx, f.local, ops) }
+	}
+	if err := apply(ctx, local); err != nil {
 		return err
 	}
 	for j, i := range idx {

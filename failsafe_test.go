@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/storetest"
 )
 
 // errRefused is the failing shared store's error.
@@ -879,5 +880,83 @@ func TestFailsafeOptions(t *testing.T) {
 	c.fc.Advance(2 * time.Second)
 	if d, _ := c.l.Allow(ctx, "k"); d.RetryAfter != 2*time.Second {
 		t.Fatalf("after a failed probe with MaxCooldown below Cooldown: RetryAfter %v, want 2s", d.RetryAfter)
+	}
+}
+
+// TestFailsafeConformance: a FailsafeStore on a working store keeps the
+// Store contract, ApplyEach included.
+func TestFailsafeConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) floodgate.Store {
+		return floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{Mode: floodgate.FailLocal})
+	})
+}
+
+// TestFailsafeApplyEach: ApplyEach decides each op as if alone, on the
+// store while it is up and by the mode while it is down, where FailLocal
+// too decides each op alone.
+func TestFailsafeApplyEach(t *testing.T) {
+	pa := floodgate.TokenBucket(1, time.Hour, 2)
+	pb := floodgate.FixedWindow(1, time.Hour)
+	for _, mode := range failModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := newFailsafeCase(t, pa, floodgate.FailsafeOptions{Mode: mode})
+			a, b := c.table(t, "api", pa), c.table(t, "b", pb)
+			now := c.fc.Now().UnixNano()
+			three := func() []floodgate.Op {
+				return []floodgate.Op{
+					{Kind: floodgate.OpDecide, Table: a, Key: "k", Now: now, N: 1},
+					{Kind: floodgate.OpDecide, Table: b, Key: "k", Now: now, N: 1},
+					{Kind: floodgate.OpDecide, Table: b, Key: "k", Now: now, N: 1},
+				}
+			}
+			allowed := func(ops []floodgate.Op) [3]bool {
+				return [3]bool{ops[0].Decision.Allowed, ops[1].Decision.Allowed, ops[2].Decision.Allowed}
+			}
+			// Up: b's second unit is denied, the others admitted on the store.
+			ops := three()
+			if err := c.fs.ApplyEach(ctx, ops); err != nil {
+				t.Fatal(err)
+			}
+			if got := allowed(ops); got != [3]bool{true, true, false} {
+				t.Fatalf("up: admitted %v, want a and b's first", got)
+			}
+			if ra, rb := c.shared.remaining(t, "api", pa, "k", c.fc.Now()), c.shared.remaining(t, "b", pb, "k", c.fc.Now()); ra != 1 || rb != 0 {
+				t.Fatalf("up: the store has a %d, b %d left; want 1 and 0", ra, rb)
+			}
+
+			c.trip(t)
+			ops = three()
+			err := c.fs.ApplyEach(ctx, ops)
+			switch mode {
+			case floodgate.FailClosed:
+				if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, errRefused) {
+					t.Fatalf("FailClosed: %v", err)
+				}
+			case floodgate.FailOpen:
+				if err != nil || allowed(ops) != [3]bool{true, true, true} {
+					t.Fatalf("FailOpen: %v %+v", err, ops)
+				}
+			case floodgate.FailLocal:
+				if err != nil || allowed(ops) != [3]bool{true, true, false} {
+					t.Fatalf("FailLocal: %v, admitted %v, want a and b's first", err, allowed(ops))
+				}
+				if ra := peekStore(t, c.local, "api", pa, "k", c.fc.Now()); ra != 1 {
+					t.Fatalf("FailLocal: the local a has %d left, want 1", ra)
+				}
+			}
+			if ra := c.shared.remaining(t, "api", pa, "k", c.fc.Now()); ra != 1 {
+				t.Fatalf("the store changed while down: a has %d left", ra)
+			}
+
+			// Back up: the store decides again.
+			c.recover(t, time.Second)
+			ops = three()[:1]
+			if err := c.fs.ApplyEach(ctx, ops); err != nil || !ops[0].Decision.Allowed {
+				t.Fatalf("after the recovery: %v %+v", err, ops[0])
+			}
+			if ra := c.shared.remaining(t, "api", pa, "k", c.fc.Now()); ra != 0 {
+				t.Fatalf("after the recovery the store's a has %d left, want 0", ra)
+			}
+		})
 	}
 }

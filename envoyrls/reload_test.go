@@ -128,7 +128,8 @@ func TestSetConfigInFlight(t *testing.T) {
 	}
 }
 
-// gateStore holds the first decision until released.
+// gateStore holds the first decision (a Decide or an Apply) until
+// released.
 type gateStore struct {
 	floodgate.Store
 	once             sync.Once
@@ -151,4 +152,25 @@ func (t gateTable) Decide(ctx context.Context, key string, now, n int64) (algo.D
 		<-t.g.release
 	})
 	return t.Table.Decide(ctx, key, now, n)
+}
+
+// Apply holds the first call too, and passes the ops on to the inner
+// store's tables.
+func (g *gateStore) Apply(ctx context.Context, ops []floodgate.Op) error {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	inner := make([]floodgate.Op, len(ops))
+	for i, op := range ops {
+		if t, ok := op.Table.(gateTable); ok {
+			op.Table = t.Table
+		}
+		inner[i] = op
+	}
+	err := g.Store.Apply(ctx, inner)
+	for i := range ops {
+		ops[i].Decision, ops[i].At, ops[i].Stamp, ops[i].Err = inner[i].Decision, inner[i].At, inner[i].Stamp, inner[i].Err
+	}
+	return err
 }

@@ -351,11 +351,12 @@ type outcome struct {
 // decideAll decides the descriptors todo (indexes of checks and outs). On
 // the memory store it decides them one after another. On another store,
 // where each decision is a round trip (Redis) or a transaction (a file),
-// the descriptors of distinct counters are decided at once (up to
-// maxParallel at a time), each counter's in request order, so that the store sends them together (redisstore and
-// filestore batch calls that arrive together) and a request of many
-// descriptors costs about one round trip, as upstream's pipeline does; the
-// answers are the same, since distinct counters are independent.
+// the first descriptor of each counter goes in one call of
+// floodgate.ApplyEach, each decided as if alone (on Redis, one script
+// call: a request of many descriptors costs one round trip, as upstream's
+// pipeline does); then the counters' later descriptors, rare, are decided
+// one at a time in request order, after their counter's first and its
+// saturation (see saturate), as upstream's increments would be.
 func (s *Service) decideAll(ctx context.Context, checks []check, outs []outcome, todo []int, now int64) {
 	one := func(i int) {
 		o := &outs[i]
@@ -371,33 +372,38 @@ func (s *Service) decideAll(ctx context.Context, checks []check, outs []outcome,
 		t   floodgate.Table
 		key string
 	}
-	groups := make(map[counter][]int, len(todo))
-	var order []counter
+	seen := make(map[counter]bool, len(todo))
+	var first, later []int
+	ops := make([]floodgate.Op, 0, len(todo))
 	for _, i := range todo {
-		k := counter{checks[i].t.t, outs[i].key}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
+		c := &checks[i]
+		if !c.r.onStore() || c.t.err != nil {
+			later = append(later, i) // decided without the store
+			continue
 		}
-		groups[k] = append(groups[k], i)
+		k := counter{c.t.t, outs[i].key}
+		if seen[k] {
+			later = append(later, i)
+			continue
+		}
+		seen[k] = true
+		first = append(first, i)
+		ops = append(ops, floodgate.Op{Kind: floodgate.OpDecide, Table: c.t.t, Key: outs[i].key, Now: now, N: outs[i].n})
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(len(order), maxParallel) {
-		wg.Go(func() {
-			for g := next.Add(1) - 1; g < int64(len(order)); g = next.Add(1) - 1 {
-				for _, i := range groups[order[g]] {
-					one(i)
-				}
-			}
-		})
+	if err := floodgate.ApplyEach(ctx, s.store, ops); err != nil {
+		for _, i := range todo {
+			outs[i].err = err
+		}
+		return
 	}
-	wg.Wait()
+	for j, i := range first {
+		o := &outs[i]
+		o.st, o.over, o.err = s.status(ctx, &checks[i], o.key, now, ops[j].Decision, ops[j].Err)
+	}
+	for _, i := range later {
+		one(i)
+	}
 }
-
-// maxParallel bounds the decisions one request has under way at once on a
-// shared store, so that many requests of many descriptors do not queue
-// thousands of calls ahead of the store's timeouts.
-const maxParallel = 8
 
 // logStoreError logs a store failure, at most once a second: a store
 // that is down fails every request.
@@ -425,16 +431,29 @@ func hits(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64
 // decide decides one descriptor: its status, and whether it was over its
 // limit (even if shadow_mode answers OK).
 func (s *Service) decide(ctx context.Context, c *check, key string, now, n int64) (st *rlsv3.RateLimitResponse_DescriptorStatus, over bool, err error) {
+	var d algo.Decision
+	if c.r.onStore() && c.t.err == nil {
+		d, err = c.t.t.Decide(ctx, key, now, n)
+	}
+	return s.status(ctx, c, key, now, d, err)
+}
+
+// onStore reports whether the rule's descriptors are decided on the store:
+// a limit of 0 (upstream's blacklist) is over without it.
+func (r *rule) onStore() bool { return r.perUnit != 0 }
+
+// status makes a descriptor's status from its decision d and error err on
+// the store, for key at now.
+func (s *Service) status(ctx context.Context, c *check, key string, now int64, d algo.Decision, err error) (st *rlsv3.RateLimitResponse_DescriptorStatus, over bool, _ error) {
 	r := c.r
 	st = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: r.current()}
 	var reset time.Duration
 	switch {
-	case r.perUnit == 0:
+	case !r.onStore():
 		over = true // upstream's blacklist: every request is over a limit of 0
 	case c.t.err != nil:
 		return nil, false, c.t.err
 	default:
-		d, err := c.t.t.Decide(ctx, key, now, n)
 		if err != nil && !errors.Is(err, floodgate.ErrCostExceedsBurst) {
 			return nil, false, err
 		}
@@ -455,7 +474,7 @@ func (s *Service) decide(ctx context.Context, c *check, key string, now, n int64
 			reset = d.ResetAfter
 		}
 	}
-	if r.upstream || r.perUnit == 0 {
+	if r.upstream || !r.onStore() {
 		st.DurationUntilReset = windowReset(now, r.period)
 	} else {
 		st.DurationUntilReset = wholeSeconds(reset)

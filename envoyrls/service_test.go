@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/redisstore"
 	"log/slog"
 	"math"
 	"strings"
@@ -657,17 +659,35 @@ descriptors:
   - key: team
     rate_limit: {unit: minute, requests_per_unit: 5, algorithm: token-bucket, burst: 2}
 `
-	mem, clk := newService(t, cfg)
-	shared := NewService(mustParse(t, cfg), sharedStore{floodgate.NewMemoryStore(0)}, WithClock(clk))
-	var descs []*ratelimitv3.RateLimitDescriptor
-	for i := range 40 {
-		descs = append(descs, descriptor("user", fmt.Sprint("u", i%7)), descriptor("team", fmt.Sprint("t", i%3)), descriptor("other", "x"))
+	// A store that is not an EachStore, and Redis, which is one (through a
+	// FailsafeStore, as floodgate serve has it).
+	rs, err := redisstore.New(redistest.NewServer(t).Client(t), redisstore.WithCallerTime())
+	if err != nil {
+		t.Fatal(err)
 	}
-	req := request("d", descs...)
-	for step := range 4 {
-		if got, want := call(t, shared, req), call(t, mem, req); got != want {
-			t.Fatalf("step %d: on a shared store\n%s\nwant, as on memory,\n%s", step, got, want)
-		}
-		clk.Advance(700 * time.Millisecond)
+	for name, store := range map[string]floodgate.Store{
+		"shared": sharedStore{floodgate.NewMemoryStore(0)},
+		"redis":  floodgate.Failsafe(rs, floodgate.FailsafeOptions{}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			mem, clk := newService(t, cfg)
+			shared := NewService(mustParse(t, cfg), store, WithClock(clk))
+			var descs []*ratelimitv3.RateLimitDescriptor
+			for i := range 40 {
+				// A user's descriptor costs 1 to 3: one that goes over leaves
+				// some of the window, which upstream's rule spends before the
+				// user's next descriptor.
+				u := descriptor("user", fmt.Sprint("u", i%7))
+				u.HitsAddend = wrapperspb.UInt64(uint64(1 + i%3))
+				descs = append(descs, u, descriptor("team", fmt.Sprint("t", i%3)), descriptor("other", "x"))
+			}
+			req := request("d", descs...)
+			for step := range 4 {
+				if got, want := call(t, shared, req), call(t, mem, req); got != want {
+					t.Fatalf("step %d: on a shared store\n%s\nwant, as on memory,\n%s", step, got, want)
+				}
+				clk.Advance(700 * time.Millisecond)
+			}
+		})
 	}
 }

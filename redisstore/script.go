@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -77,6 +78,7 @@ type runner struct {
 	client redis.UniversalClient
 	noFunc atomic.Bool
 	loads  atomic.Int64 // libraries loaded, for tests
+	mu     sync.Mutex   // one load at a time
 }
 
 // call sends the script on c, the client or one of its pipelines.
@@ -104,6 +106,17 @@ func missing(err error) bool {
 func (r *runner) load(ctx context.Context) (eval bool, err error) {
 	if r.noFunc.Load() {
 		return true, nil
+	}
+	// Many calls find the library missing at once (after a restart or a
+	// FUNCTION FLUSH); the first loads it, the others wait and use it.
+	seen := r.loads.Load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.noFunc.Load() {
+		return true, nil
+	}
+	if r.loads.Load() != seen {
+		return false, nil
 	}
 	err = r.loadLibrary(ctx)
 	switch {

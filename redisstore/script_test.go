@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,6 +67,26 @@ func TestFunctionLibrary(t *testing.T) {
 	decide(s, tb, 2)
 	if got := s.run.loads.Load(); got != 2 || s.run.noFunc.Load() {
 		t.Errorf("after FUNCTION FLUSH: loaded %d times (want 2), EVAL form %v", got, s.run.noFunc.Load())
+	}
+
+	// Many callers find it missing at once (ApplyEach goes out without
+	// the batcher): all succeed, and it is loaded about once, not by each.
+	if err := c.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const callers = 32
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: fmt.Sprint("many", i), Now: 1e9, N: 1}}
+			if err := s.ApplyEach(ctx, ops); err != nil || !ops[0].Decision.Allowed {
+				t.Errorf("caller %d after FUNCTION FLUSH: %+v %v", i, ops[0].Decision, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := s.run.loads.Load() - 2; got < 1 || got > 4 {
+		t.Errorf("%d callers loaded the library %d times", callers, got)
 	}
 
 	// A user who may not use functions.

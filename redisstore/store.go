@@ -170,6 +170,41 @@ func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
 	return s.applyAcrossSlots(ctx, groups)
 }
 
+// ApplyEach implements floodgate.EachStore: the ops, each as if alone (see
+// floodgate.ApplyEach), go in one script call, or on a Redis Cluster in
+// one pipeline of a script call per hash slot; each slot's ops are
+// carried out in order, and distinct slots hold distinct keys. The call is
+// the caller's own round trip, not queued behind or batched with other
+// calls.
+func (s *Store) ApplyEach(ctx context.Context, ops []floodgate.Op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := range ops {
+		if err := s.check(i, &ops[i]); err != nil {
+			return err
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	ptrs := make([]*floodgate.Op, len(ops))
+	cs := make([]call, len(ops))
+	calls := make([]*call, len(ops))
+	for i := range ops {
+		ptrs[i] = &ops[i]
+		cs[i] = call{ops: ptrs[i : i+1], slot: s.slotOf(&ops[i]), ctx: ctx}
+		calls[i] = &cs[i]
+	}
+	s.send(ctx, calls)
+	for _, c := range calls {
+		if c.err != nil {
+			return c.err
+		}
+	}
+	return nil
+}
+
 // group is the ops of one Apply in one hash slot, in their order.
 type group struct {
 	slot uint16

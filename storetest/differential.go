@@ -30,6 +30,7 @@ var DifferentialPolicies = []string{
 	"sliding-log 4/3ns",
 	"sliding-window 3/500ms",
 	"sliding-window 1000000000/8784h",
+	"sliding-window 1000000000/1s",
 	"sliding-window 97/4380001ms",
 	"sliding-window 3/7ns",
 	"fixed-window 5/8784h",
@@ -73,8 +74,9 @@ func SameErrors(a, b error) bool {
 // Differential replays a random trace drawn from data (a fuzzer's bytes,
 // or random ones; past their end it draws zeros) through a new memory store
 // and through store, in up to batches calls of Store.Apply of one to three
-// operations each (decisions, schedules, refunds of earlier stamps, resets,
-// costs up to past the burst, now and then a bad time or cost), on two
+// operations each, a quarter of them through ApplyEach instead (decisions,
+// schedules, refunds of earlier stamps, resets, costs up to past the
+// burst, now and then a bad time or cost, but not in ApplyEach), on two
 // tables of two policies and three keys, the time stepping forward by
 // every size and sometimes back. It fails t at the first operation whose
 // outcome differs: decision, instant, stamp, or error (by the sentinels
@@ -152,6 +154,8 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 		now = min(max(now, floor()), algo.MaxTime)
 		hwm = max(hwm, now)
 		nops := 1 + int(src.intn(3))
+		// A quarter of the batches go through ApplyEach, each op as if alone.
+		each := src.intn(4) == 0
 		var om, of []floodgate.Op
 		for range nops {
 			ti := int(src.intn(2))
@@ -189,7 +193,7 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 			default:
 				op.Kind = floodgate.OpDecide
 			}
-			if src.intn(64) == 0 { // bad input fails the whole batch
+			if src.intn(64) == 0 && !each { // bad input fails the whole batch
 				if src.intn(2) == 0 {
 					op.N = -1
 				} else {
@@ -205,8 +209,13 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 				t.Logf("batch %d op %d: kind %d table %d key %s now %d n %d maxwait %d stamp %+v", b, i, om[i].Kind, tableIndex(tm, om[i].Table), om[i].Key, om[i].Now, om[i].N, om[i].MaxWait, om[i].Stamp)
 			}
 		}
-		errM := mem.Apply(ctx, om)
-		errF := store.Apply(ctx, of)
+		apply := func(s floodgate.Store, ops []floodgate.Op) error { return s.Apply(ctx, ops) }
+		if each {
+			// Memory's ApplyEach is an Apply per op, the reference.
+			apply = func(s floodgate.Store, ops []floodgate.Op) error { return floodgate.ApplyEach(ctx, s, ops) }
+		}
+		errM := apply(mem, om)
+		errF := apply(store, of)
 		if !SameErrors(errM, errF) {
 			t.Fatalf("batch %d: memory's error %v, the store's %v", b, errM, errF)
 		}

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,6 +58,7 @@ var rules = []rule{
 	{"foreign-table", testForeignTable},
 	{"one-key-concurrent-exact", testConcurrentExact},
 	{"apply-concurrent-no-deadlock", testApplyConcurrent},
+	{"apply-each", testApplyEach},
 }
 
 var ctx = context.Background()
@@ -443,5 +445,65 @@ func testApplyConcurrent(t *testing.T, s floodgate.Store) {
 	}
 	if spent != admitted.Load() {
 		t.Fatalf("%d batches admitted but %d units spent on the first limit", admitted.Load(), spent)
+	}
+}
+
+// testApplyEach: floodgate.ApplyEach, through the store's own ApplyEach
+// when it has one, gives each op the outcome that an Apply of that op
+// alone, in order, gives on a memory store: ops on one key add up, a
+// denial in the middle leaves the others be, keys in many hash slots
+// (a Redis Cluster) included. Bad input is an error.
+func testApplyEach(t *testing.T, s floodgate.Store) {
+	ref := floodgate.NewMemoryStore(0)
+	pols := []string{"token-bucket 3/1s", "fixed-window 2/1s", "sliding-log 2/1s"}
+	var ts, rs []floodgate.Table
+	for _, p := range pols {
+		ts = append(ts, table(t, s, "each", p))
+		rs = append(rs, table(t, ref, "each", p))
+	}
+	keys := []string{"a", "b", "{a}b", "k1", "k2", "k3", "k4", "k5"}
+	r := rand.New(rand.NewPCG(3, 5))
+	now := t0
+	for round := range 40 {
+		now += r.Int64N(int64(400 * time.Millisecond))
+		n := 1 + r.IntN(12)
+		ops, want := make([]floodgate.Op, n), make([]floodgate.Op, n)
+		for i := range ops {
+			ti := r.IntN(len(pols))
+			op := floodgate.Op{Kind: floodgate.OpDecide, Key: keys[r.IntN(len(keys))], Now: now, N: r.Int64N(5)}
+			switch r.IntN(8) {
+			case 0:
+				op.Kind, op.MaxWait = floodgate.OpSchedule, time.Duration(r.Int64N(int64(time.Second)))
+			case 1:
+				op.Kind = floodgate.OpReset
+			}
+			ops[i], want[i] = op, op
+			ops[i].Table, want[i].Table = ts[ti], rs[ti]
+		}
+		for i := range want {
+			if err := ref.Apply(ctx, want[i:i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := floodgate.ApplyEach(ctx, s, ops); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for i := range ops {
+			g, w := ops[i], want[i]
+			if g.Decision != w.Decision || g.At != w.At || g.Stamp != w.Stamp || !SameErrors(g.Err, w.Err) {
+				t.Fatalf("round %d op %d (kind %d, %q n=%d): got %+v at %d stamp %+v err %v; want %+v at %d stamp %+v err %v",
+					round, i, g.Kind, g.Key, g.N, g.Decision, g.At, g.Stamp, g.Err, w.Decision, w.At, w.Stamp, w.Err)
+			}
+		}
+	}
+	bad := []floodgate.Op{
+		{Kind: floodgate.OpDecide, Table: ts[0], Key: "a", Now: now, N: 1},
+		{Kind: floodgate.OpDecide, Table: ts[0], Key: "b", Now: now, N: -1},
+	}
+	if err := floodgate.ApplyEach(ctx, s, bad); !errors.Is(err, floodgate.ErrInvalidCost) {
+		t.Fatalf("ApplyEach with a negative cost: %v, want ErrInvalidCost", err)
+	}
+	if err := floodgate.ApplyEach(ctx, s, nil); err != nil {
+		t.Fatalf("ApplyEach of no ops: %v", err)
 	}
 }

@@ -246,16 +246,19 @@ local function parsePolicy(w)
   local p = {alg = tonumber(a), limit = tonumber(l), period = big(per), burst = tonumber(b)}
   p.bp = mulsmall(p.period, p.burst)
   local pn, bpn = tonum(p.period), tonum(p.bp)
-  if pn <= FAST and bpn <= FAST then
-    p.fast, p.pn, p.bpn = true, pn, bpn
-    p.dmax = floor(4 * FAST / p.limit)
+  if pn <= FAST then
+    -- PERIOD small: a fixed window's and a log's fast paths need no more.
+    p.pn = pn
     if G % pn == 0 then
       p.modk = 1
     elseif pn % G == 0 then
       p.modk, p.pg = 2, pn / G
     end
-  elseif p.alg == LOG and pn <= FAST then
-    p.pn = pn -- a log needs only PERIOD small for its fast path
+    if bpn <= FAST then
+      -- PERIOD*BURST small too: the buckets' and sliding window's.
+      p.fast, p.bpn = true, bpn
+      p.dmax = floor(4 * FAST / p.limit)
+    end
   end
   return p
 end

@@ -1,8 +1,9 @@
 -- window.lua: fixed-window and sliding-window, exactly as
 -- algo.Policy.fixedWindow and slidingWindow. The current window starts at
 -- (s.th, s.tl) and holds s.x units; the previous one held s.y. The fast
--- paths work in doubles relative to the window's start when the policy's
--- LIMIT*PERIOD is at most 2^50; the exact ones on big integers.
+-- paths work in doubles relative to the window's start: a fixed window's
+-- when PERIOD is at most 2^50, a sliding window's when LIMIT*PERIOD is
+-- too. The exact ones work on big integers.
 
 -- phase returns now mod PERIOD, exactly.
 local function phase(p, nh, nl)
@@ -51,7 +52,7 @@ local function fixedExact(p, s, now, n)
 end
 
 local function fixedWindow(p, s, nh, nl, n)
-  if not p.fast then return windowExact(fixedExact, p, s, nh, nl, n) end
+  if not p.pn then return windowExact(fixedExact, p, s, nh, nl, n) end
   local r = phase(p, nh, nl)
   local sh, sl = pnorm(nh, nl - r)
   local count, toStart = 0, -r -- the window's start minus now
