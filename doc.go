@@ -38,8 +38,9 @@
 // wait its turn instead, first come first served, up to the context's
 // deadline or the limiter's maximum wait. Reserve holds units that can be
 // given back with Cancel. AllowAll checks several limits at once, such as
-// a per-user and a global one, and admits only if all of them admit.
-// WithDryRun makes a limiter report what it would deny without denying.
+// a per-user and a global one, and admits only if all of them admit;
+// AllowEach checks several independently, in one step of each store (on
+// Redis, one round trip for all). WithDryRun makes a limiter report what it would deny without denying.
 //
 // # Stores
 //
@@ -48,7 +49,9 @@
 // memory, and each limiter holds at most a set number of keys, evicting the
 // state that would drain soonest. Other stores implement the Store
 // interface and prove with package storetest that they decide exactly as
-// the memory store does.
+// the memory store does. Store.Apply carries out operations all or
+// nothing; ApplyEach carries out many independent ones, in one step on a
+// store that implements EachStore.
 //
 // # Concurrency
 //

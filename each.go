@@ -2,8 +2,11 @@ package floodgate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/floodgate/floodgate/algo"
 )
 
 // An EachStore is a Store that carries out many independent ops in one
@@ -89,4 +92,60 @@ func applyByKey(ctx context.Context, s Store, ops []Op) error {
 		return *err
 	}
 	return nil
+}
+
+// AllowEach checks several limits independently, each as its Limiter's
+// AllowN would alone, in order: a request of many independent checks, as
+// a batch of floodgate serve's HTTP API in mode "each". Checks on one
+// store are decided in one call of ApplyEach, so that on Redis the whole
+// request costs one round trip where AllowN would cost one per check.
+// Each limiter reads its own clock once.
+//
+// It returns each check's decision, in the order of the checks, and errs,
+// nil when no check failed, else each check's error (nil for those that
+// did not fail): a store that fails fails all its checks, as their AllowN
+// would, and a cost above a limit's burst is a denial with an error
+// wrapping ErrCostExceedsBurst.
+func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []error) {
+	ds = make([]Decision, len(checks))
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(checks))
+		}
+		errs[i] = err
+	}
+	var groups []*group
+	for i, c := range checks {
+		if c.Limiter == nil {
+			fail(i, fmt.Errorf("floodgate: check %d has no Limiter", i))
+			continue
+		}
+		if t, refused := c.Limiter.table.(errTable); refused { // the store refused the limiter's table
+			ds[i], _ = c.Limiter.denial(algo.Decision{}, t.err)
+			fail(i, t.err)
+			continue
+		}
+		groups = addCheck(groups, i, c)
+	}
+	for _, g := range groups {
+		err := ApplyEach(ctx, g.store, g.ops)
+		for j, op := range g.ops {
+			i := g.idx[j]
+			var d Decision
+			var opErr error
+			switch l := checks[i].Limiter; {
+			case err != nil:
+				d, opErr = l.denial(op.Decision, err)
+			case !op.Decision.Allowed || op.Err != nil:
+				d, opErr = l.denial(op.Decision, op.Err)
+			default:
+				d = Decision{Allowed: true, Remaining: op.Decision.Remaining, ResetAfter: op.Decision.ResetAfter, policy: &l.policy}
+			}
+			ds[i] = d
+			if opErr != nil {
+				fail(i, opErr)
+			}
+		}
+	}
+	return ds, errs
 }

@@ -66,18 +66,7 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 		if t, ok := c.Limiter.table.(errTable); ok {
 			return md, t.err
 		}
-		var g *group
-		for _, x := range groups {
-			if x.store == c.Limiter.store {
-				g = x
-			}
-		}
-		if g == nil {
-			g = &group{store: c.Limiter.store}
-			groups = append(groups, g)
-		}
-		g.idx = append(g.idx, i)
-		g.ops = append(g.ops, Op{Kind: OpDecide, Table: c.Limiter.table, Key: c.Key, Now: c.Limiter.now(), N: c.N})
+		groups = addCheck(groups, i, c)
 	}
 	var reason error
 	var done []*group // groups that admitted and spent
@@ -132,8 +121,21 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 	return md, nil
 }
 
-// group is the checks of AllowAll on one store, in order of first
-// appearance: the indexes of the checks and their ops.
+// addCheck adds check i, c, to the group of its limiter's store, or to a
+// new group at the end, reading the limiter's clock.
+func addCheck(groups []*group, i int, c Check) []*group {
+	op := Op{Kind: OpDecide, Table: c.Limiter.table, Key: c.Key, Now: c.Limiter.now(), N: c.N}
+	for _, g := range groups {
+		if g.store == c.Limiter.store {
+			g.idx, g.ops = append(g.idx, i), append(g.ops, op)
+			return groups
+		}
+	}
+	return append(groups, &group{store: c.Limiter.store, idx: []int{i}, ops: []Op{op}})
+}
+
+// group is the checks of AllowAll or AllowEach on one store, in order of
+// first appearance: the indexes of the checks and their ops.
 type group struct {
 	store Store
 	idx   []int

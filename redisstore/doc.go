@@ -76,7 +76,16 @@
 // alone, in arrival order), and at most WithMaxInFlight script calls wait
 // on Redis at once. A lone caller sends at once from its own goroutine. The
 // store starts no goroutine that outlives the calls it serves, and bounds
-// the calls waiting (WithMaxPending, then ErrOverloaded).
+// the calls waiting (WithMaxPending, then ErrOverloaded). A script call's
+// operations travel packed in one string argument, and its reply is one
+// string of doubles: both cost Redis and the client less than a value per
+// number.
+//
+// Store.ApplyEach (floodgate.ApplyEach, floodgate.AllowEach) carries many
+// independent operations, each decided as if alone, in one script call of
+// its own (one per hash slot on a Cluster, in one pipeline): a request
+// that checks 100 limits costs one round trip. floodgate serve decides an
+// Envoy request's descriptors and an HTTP batch in mode "each" so.
 //
 // # Failure
 //

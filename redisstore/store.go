@@ -175,7 +175,7 @@ func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
 // one pipeline of a script call per hash slot; each slot's ops are
 // carried out in order, and distinct slots hold distinct keys. The call is
 // the caller's own round trip, not queued behind or batched with other
-// calls.
+// calls; more than WithMaxBatch ops take several, one after another.
 func (s *Store) ApplyEach(ctx context.Context, ops []floodgate.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -196,11 +196,17 @@ func (s *Store) ApplyEach(ctx context.Context, ops []floodgate.Op) error {
 		cs[i] = call{ops: ptrs[i : i+1], slot: s.slotOf(&ops[i]), ctx: ctx}
 		calls[i] = &cs[i]
 	}
-	s.send(ctx, calls)
-	for _, c := range calls {
-		if c.err != nil {
-			return c.err
+	// Up to WithMaxBatch ops a script call, one call after another, so
+	// that no script holds Redis for long.
+	for len(calls) > 0 {
+		n := min(len(calls), s.cfg.maxBatch)
+		s.send(ctx, calls[:n])
+		for _, c := range calls[:n] {
+			if c.err != nil {
+				return c.err
+			}
 		}
+		calls = calls[n:]
 	}
 	return nil
 }

@@ -27,3 +27,12 @@ func TestConformanceCluster(t *testing.T) {
 		return newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
 	})
 }
+
+// The conformance suite with script calls of at most 2 calls or ops: many
+// batches, and an ApplyEach in several script calls, one after another.
+func TestConformanceSmallBatches(t *testing.T) {
+	c := testClient(t)
+	storetest.Run(t, func(t *testing.T) floodgate.Store {
+		return newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour), redisstore.WithMaxBatch(2))
+	})
+}

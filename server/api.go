@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate"
@@ -204,22 +203,14 @@ func (s *Server) checkAll(w http.ResponseWriter, ctx context.Context, cs []resol
 	writeJSON(w, http.StatusOK, appendBatch(nil, md.Allowed, md.RetryAfter, md.Denied, md.Decisions))
 }
 
-// checkEach decides each check alone: on a shared store, at once, so that
-// the store can batch them.
+// checkEach decides each check alone (floodgate.AllowEach): on Redis, the
+// whole batch in one round trip.
 func (s *Server) checkEach(w http.ResponseWriter, ctx context.Context, cs []resolved) {
-	ds := make([]floodgate.Decision, len(cs))
-	errs := make([]error, len(cs))
-	if _, mem := s.store.(*floodgate.MemoryStore); mem {
-		for i, c := range cs {
-			ds[i], errs[i] = c.lim.AllowN(ctx, c.key, c.cost)
-		}
-	} else {
-		var wg sync.WaitGroup
-		for i, c := range cs {
-			wg.Go(func() { ds[i], errs[i] = c.lim.AllowN(ctx, c.key, c.cost) })
-		}
-		wg.Wait()
+	checks := make([]floodgate.Check, len(cs))
+	for i, c := range cs {
+		checks[i] = floodgate.Check{Limiter: c.lim, Key: c.key, N: c.cost}
 	}
+	ds, errs := floodgate.AllowEach(ctx, checks...)
 	allowed, retry, denied := true, time.Duration(0), -1
 	for i, err := range errs {
 		if err != nil {

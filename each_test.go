@@ -1,0 +1,111 @@
+package floodgate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+)
+
+// TestAllowEach: each check is decided as its limiter's AllowN would
+// alone, in order, on stores that take them in one step (a FailsafeStore)
+// and on those that do not (memory); a failing store fails its own checks
+// only; dry run, a cost above the burst and a missing limiter act as in
+// AllowN.
+func TestAllowEach(t *testing.T) {
+	fc := newFake()
+	shared := newFlaky()
+	fs := floodgate.Failsafe(shared, floodgate.FailsafeOptions{Clock: fc})
+	mem := floodgate.NewMemoryStore(0)
+	// Twins decide the same checks one AllowN at a time.
+	twinShared, twinMem := floodgate.NewMemoryStore(0), floodgate.NewMemoryStore(0)
+	mk := func(s floodgate.Store, name, policy string, extra ...floodgate.Option) *floodgate.Limiter {
+		return floodgate.NewLimiter(floodgate.MustParsePolicy(policy),
+			append([]floodgate.Option{floodgate.WithStore(s), floodgate.WithClock(fc), floodgate.WithName(name)}, extra...)...)
+	}
+	user, global := mk(fs, "user", "fixed-window 2/1m"), mk(mem, "global", "token-bucket 5/1m burst=3")
+	dry := mk(mem, "dry", "fixed-window 1/1m", floodgate.WithDryRun(true))
+	tUser, tGlobal := mk(twinShared, "user", "fixed-window 2/1m"), mk(twinMem, "global", "token-bucket 5/1m burst=3")
+	tDry := mk(twinMem, "dry", "fixed-window 1/1m", floodgate.WithDryRun(true))
+
+	for round := range 3 {
+		checks := []floodgate.Check{
+			{Limiter: user, Key: "u1", N: 1}, {Limiter: global, Key: "g", N: 1}, {Limiter: user, Key: "u1", N: 1},
+			{Limiter: user, Key: "u2", N: 1}, {Limiter: dry, Key: "d", N: 1}, {Limiter: global, Key: "g", N: 2},
+		}
+		twins := []*floodgate.Limiter{tUser, tGlobal, tUser, tUser, tDry, tGlobal}
+		ds, errs := floodgate.AllowEach(ctx, checks...)
+		if errs != nil {
+			t.Fatalf("round %d: %v", round, errs)
+		}
+		for i, c := range checks {
+			want, err := twins[i].AllowN(ctx, c.Key, c.N)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ds[i]; got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.RetryAfter != want.RetryAfter ||
+				got.ResetAfter != want.ResetAfter || got.DryRun != want.DryRun || got.Policy() != want.Policy() {
+				t.Fatalf("round %d check %d: %+v, want as AllowN alone %+v", round, i, got, want)
+			}
+		}
+		fc.Advance(10 * time.Second)
+	}
+	if got := dry.Stats().DryRunDenied; got != 2 {
+		t.Errorf("dry run: %d denials counted, want 2", got)
+	}
+
+	// Bad checks fail alone: a cost above the burst, no limiter, a
+	// limiter whose store refused its table.
+	refused := mk(refusingStore{mem}, "refused", "fixed-window 1/1m")
+	ds, errs := floodgate.AllowEach(ctx,
+		floodgate.Check{Limiter: global, Key: "big", N: 4}, floodgate.Check{Key: "x", N: 1},
+		floodgate.Check{Limiter: refused, Key: "r", N: 1}, floodgate.Check{Limiter: global, Key: "ok", N: 1})
+	if errs == nil || !errors.Is(errs[0], floodgate.ErrCostExceedsBurst) || ds[0].Allowed || ds[0].RetryAfter != floodgate.Never ||
+		errs[1] == nil || !errors.Is(errs[2], errNoTables) || ds[2].Allowed || errs[3] != nil || !ds[3].Allowed {
+		t.Fatalf("bad checks: %+v %v", ds, errs)
+	}
+
+	// A failing store fails its checks; the memory store's still decide.
+	shared.down()
+	ds, errs = floodgate.AllowEach(ctx, floodgate.Check{Limiter: user, Key: "u9", N: 1}, floodgate.Check{Limiter: global, Key: "g9", N: 1})
+	if errs == nil || !errors.Is(errs[0], floodgate.ErrStoreUnavailable) || ds[0].Allowed || ds[0].RetryAfter != time.Second ||
+		errs[1] != nil || !ds[1].Allowed {
+		t.Fatalf("a failing store: %+v %v", ds, errs)
+	}
+	if got := user.Stats().Errors; got != 1 {
+		t.Errorf("the failing check counted %d errors, want 1", got)
+	}
+}
+
+var errNoTables = errors.New("no tables here")
+
+// refusingStore refuses every table.
+type refusingStore struct{ floodgate.Store }
+
+func (refusingStore) Table(string, floodgate.Policy) (floodgate.Table, error) {
+	return nil, errNoTables
+}
+
+func ExampleAllowEach() {
+	store := floodgate.NewMemoryStore(0)
+	perUser := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 2/1m"), floodgate.WithStore(store))
+	perIP := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(store))
+	// Three independent checks: the second check of the address is
+	// denied, and that spends nothing of the others.
+	ds, errs := floodgate.AllowEach(context.Background(),
+		floodgate.Check{Limiter: perUser, Key: "u42", N: 1},
+		floodgate.Check{Limiter: perIP, Key: "192.0.2.7", N: 1},
+		floodgate.Check{Limiter: perIP, Key: "192.0.2.7", N: 1})
+	fmt.Println(errs == nil)
+	for _, d := range ds {
+		fmt.Println(d.Allowed, d.Remaining)
+	}
+	// Output:
+	// true
+	// true 1
+	// true 0
+	// false 0
+}
