@@ -63,7 +63,8 @@ local function load(key, p, v)
         th % 1 == 0 and tl % 1 == 0 and x % 1 == 0 and y % 1 == 0) then
       error('floodgate: corrupt state at ' .. key)
     end
-    return {alg = a, th = th, tl = tl, x = x, y = y}
+    -- The state as read (o...), for commit to see whether its expiry moved.
+    return {alg = a, th = th, tl = tl, x = x, y = y, oalg = a, oth = th, otl = tl, ox = x, oy = y}
   end
   return {alg = 0, th = 0, tl = 0, x = 0, y = 0}
 end
@@ -201,7 +202,6 @@ local function admitted(p, s, n, nh, nl, ah, al, wait)
     -- so the key has not drained: nothing to settle.
     return true, wait, pdiff(s.th, s.tl, nh, nl) or sub(pbig(s.th, s.tl), pbig(nh, nl)), s.x
   end
-  local changed = false
   if n > 0 then
     local sh, sl = stampAt(p, s, ah, al)
     if type(wait) ~= 'table' and wait == 0 then
@@ -209,10 +209,10 @@ local function admitted(p, s, n, nh, nl, ah, al, wait)
       -- clock stepped back.
       wait = pdiff(sh, sl, nh, nl) or sub(pbig(sh, sl), pbig(nh, nl))
     end
-    changed = true
+    -- The units just admitted count until after now: nothing to settle.
+    return true, wait, 0, 0
   end
-  if settle(p, s, nh, nl) then changed = true end
-  return changed, wait, 0, 0
+  return settle(p, s, nh, nl), wait, 0, 0
 end
 
 -- The durations past 2^53 of the reply being built (see above): a
@@ -280,6 +280,9 @@ local function policy(w)
   return p
 end
 
+-- OLD is a scratch state, for commit.
+local OLD = {}
+
 -- commit writes state s of key, changed at (nh, nl) = (s.lh, s.ll), with
 -- its expiry, or deletes the key once s has drained.
 local function commit(key, s, mode, minTTL)
@@ -316,7 +319,19 @@ local function commit(key, s, mode, minTTL)
       redis.call('HSET', key, unpack(set))
       redis.call(cmd == 'PXAT' and 'PEXPIREAT' or 'PEXPIRE', key, string.format('%d', ms))
     else
-      redis.call('SET', key, spack(STATE, p.alg, s.th, s.tl, s.x, s.y), cmd, string.format('%d', ms))
+      local v = spack(STATE, p.alg, s.th, s.tl, s.x, s.y)
+      if mode == 's' and s.oalg then
+        -- The key held a state: when that one drained at this instant too
+        -- (a window's count went up), its expiry stands, and KEEPTTL
+        -- spares Redis setting it again.
+        OLD.alg, OLD.th, OLD.tl, OLD.x, OLD.y = s.oalg, s.oth, s.otl, s.ox, s.oy
+        local oh, ol = resetAt(p, OLD)
+        if oh == rh and ol == rl then
+          redis.call('SET', key, v, 'KEEPTTL')
+          return
+        end
+      end
+      redis.call('SET', key, v, cmd, string.format('%d', ms))
     end
   end
 end
