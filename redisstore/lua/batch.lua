@@ -359,11 +359,11 @@ local OPREPLY = '<ddddddd'
 local function put(ok, err, rem, retry, reset, wait, tat, frac)
   local code = ok and 1 or 0
   if err == 1 then code = 2 end
-  -- One at a time, so that bigs keeps their order.
-  retry = out(retry)
-  reset = out(reset)
-  wait = out(wait)
-  tat = out(tat)
+  -- One at a time, so that bigs keeps their order; a number is itself.
+  if type(retry) ~= 'number' then retry = out(retry) end
+  if type(reset) ~= 'number' then reset = out(reset) end
+  if type(wait) ~= 'number' then wait = out(wait) end
+  if type(tat) ~= 'number' then tat = out(tat) end
   return spack(OPREPLY, code, rem, retry, reset, wait, tat, frac)
 end
 
