@@ -165,7 +165,11 @@
 // as in a URL query), or by their SHA-256 when that is longer than 512
 // bytes, so that a request with huge values cannot make the store hold
 // huge keys. SetConfig swaps configurations atomically, and rules that
-// did not change keep their counters.
+// did not change keep their counters. On a shared store a request's
+// descriptors are decided in one call of floodgate.ApplyEach, each as if
+// alone (on Redis, one script call for the whole request); a counter that
+// appears twice in a request is decided the second time after the first,
+// as upstream's increments add up.
 //
 // # Serving
 //
