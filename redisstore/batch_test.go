@@ -163,3 +163,33 @@ func TestCorruptReply(t *testing.T) {
 		t.Errorf("decision %+v", d)
 	}
 }
+
+// FuzzReply: any reply, however malformed, is decoded without a panic,
+// and is either an error for every op or sets each op.
+func FuzzReply(f *testing.F) {
+	tb := &table{policy: floodgate.TokenBucket(10, time.Second, 10)}
+	doubles := func(vs ...float64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		return b
+	}
+	f.Add(doubles(1, 2, 1, 5, 0, 100, 0, 0, 0), uint8(1))
+	f.Add(append(doubles(1, 2, 1, 5, -1, -2, 0, 0, 0), "9007199254740993"...), uint8(1))
+	f.Add(doubles(1, 2, 1, 5, 0, 100, 0, 0, 0, 0, 3, 0, -1, 7, 0, 0, 0), uint8(2))
+	f.Fuzz(func(t *testing.T, reply []byte, nops uint8) {
+		s := &Store{}
+		var calls []*call
+		for range nops % 4 {
+			op := &floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: "k", N: 1}
+			calls = append(calls, &call{ops: []*floodgate.Op{op}})
+		}
+		s.decode(calls, string(reply), nil)
+		for _, c := range calls {
+			if c.err != nil && !errors.Is(c.err, ErrCorrupt) {
+				t.Fatalf("an error that is not ErrCorrupt: %v", c.err)
+			}
+		}
+	})
+}
