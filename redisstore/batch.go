@@ -72,12 +72,14 @@ func (b *batcher) decide(ctx context.Context, op floodgate.Op, slot uint16) (flo
 	c.ops[0] = &c.op
 	c.call = call{ops: c.ops[:], slot: slot, ctx: ctx, done: c.done}
 	err := b.submit(&c.call)
-	op = c.op
-	if !c.left {
-		// Done with c: no sender holds it.
-		*c = single{done: c.done}
-		singles.Put(c)
+	if c.left {
+		// A sender may still be writing c: leave it to the collector.
+		return op, err
 	}
+	// Done with c: no sender holds it.
+	op = c.op
+	*c = single{done: c.done}
+	singles.Put(c)
 	return op, err
 }
 

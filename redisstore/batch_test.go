@@ -193,3 +193,68 @@ func FuzzReply(f *testing.F) {
 		}
 	})
 }
+
+// A caller whose context ends while its call is out returns at once with
+// the context's error, and the sender finishes the call without it: the
+// call may still take effect.
+func TestCallerLeavesWhileOut(t *testing.T) {
+	srv := redistest.NewServer(t)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), ReadTimeout: time.Minute, PoolSize: 8})
+	control := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: 1})
+	t.Cleanup(func() { c.Close(); control.Close() })
+	if err := control.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(c, WithCallerTime(), WithMaxInFlight(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := s.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
+	if _, err := tb.Decide(ctx, "warm", 1e9, 1); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	state := func() (inFlight, pending int) {
+		s.batch.mu.Lock()
+		defer s.batch.mu.Unlock()
+		return s.batch.inFlight, len(s.batch.pending)
+	}
+	decide := func(ctx context.Context, done chan<- error) {
+		go func() { _, err := tb.Decide(ctx, "k", 2e9, 1); done <- err }()
+	}
+	// The first goes out alone, sent by its caller; the second waits.
+	first, second, third := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	decide(ctx, first)
+	waitFor(t, func() bool { f, _ := state(); return f == 1 })
+	decide(ctx, second)
+	waitFor(t, func() bool { _, p := state(); return p == 1 })
+	// Room for a second script call: the third starts a sender, which
+	// takes the second and the third out together.
+	s.batch.mu.Lock()
+	s.batch.maxInFlight = 2
+	s.batch.mu.Unlock()
+	leaving, leave := context.WithCancel(ctx)
+	decide(leaving, third)
+	waitFor(t, func() bool { f, p := state(); return f == 2 && p == 0 })
+	leave()
+	if err := <-third; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that left: %v, want context.Canceled", err)
+	}
+	if err := control.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { f, _ := state(); return f == 0 })
+	// All three took effect: the third's caller left, but its script went
+	// out.
+	if d, err := tb.Decide(ctx, "k", 2e9, 0); err != nil || d.Remaining != 2 {
+		t.Fatalf("after the three: %+v %v, want 2 remaining", d, err)
+	}
+}
