@@ -121,9 +121,15 @@ func Run(ctx context.Context, o Options) (err error) {
 		clk = clock.Real{}
 	}
 	cfg := DefaultConfig()
+	var cfgPrint string // the configuration's files as read, for the watch
 	if o.ConfigFile != "" {
+		before := fingerprint(o.ConfigFile)
 		if cfg, err = LoadConfig(o.ConfigFile); err != nil {
 			return err
+		}
+		cfgPrint = fingerprint(append([]string{o.ConfigFile}, cfg.files()...)...)
+		if fingerprint(o.ConfigFile) != before {
+			cfgPrint = "" // it changed while being read: reload at the first look
 		}
 	}
 
@@ -149,7 +155,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	// The services.
 	var envoy *envoyrls.Service
 	opts := []Option{WithClock(clk), WithLogger(log), WithToken(o.Token), withMetrics(m), withFallback(local)}
+	var envoyPrint string // the Envoy configuration as read, for the watch
 	if o.EnvoyConfigDir != "" {
+		envoyPrint = fingerprint(o.EnvoyConfigDir)
 		ec, err := envoyrls.LoadConfig(o.EnvoyConfigDir)
 		if err != nil {
 			return fmt.Errorf("--envoy-config %s: %w", o.EnvoyConfigDir, err)
@@ -251,13 +259,13 @@ func Run(ctx context.Context, o Options) (err error) {
 		every := cmp.Or(o.WatchInterval, DefaultWatchInterval)
 		if o.ConfigFile != "" {
 			bgWG.Go(func() {
-				watch(bg, clk, every, func() []string { return append([]string{o.ConfigFile}, srv.Config().files()...) },
+				watch(bg, clk, every, cfgPrint, func() []string { return append([]string{o.ConfigFile}, srv.Config().files()...) },
 					func() { r.reloadConfig("a file changed") })
 			})
 		}
 		if envoy != nil {
 			bgWG.Go(func() {
-				watch(bg, clk, every, func() []string { return []string{o.EnvoyConfigDir} }, func() { r.reloadEnvoy("a file changed") })
+				watch(bg, clk, every, envoyPrint, func() []string { return []string{o.EnvoyConfigDir} }, func() { r.reloadEnvoy("a file changed") })
 			})
 		}
 	}

@@ -51,11 +51,13 @@ func fingerprint(paths ...string) string {
 	return string(h.Sum(nil))
 }
 
-// watch calls changed each time the fingerprint of files() changes, looking
-// every interval on clk, until ctx is done. files is called at each look,
-// so that the set of files may change with a reload.
-func watch(ctx context.Context, clk clock.Clock, interval time.Duration, files func() []string, changed func()) {
-	last := fingerprint(files()...)
+// watch calls changed each time the fingerprint of files() differs from
+// last, the previous one, looking every interval on clk, until ctx is
+// done. files is called at each look, so that the set of files may change
+// with a reload. last is the files' fingerprint when they were read, taken
+// before the watch starts: a change made meanwhile is seen at the first
+// look.
+func watch(ctx context.Context, clk clock.Clock, interval time.Duration, last string, files func() []string, changed func()) {
 	for {
 		t := clk.NewTimer(interval)
 		select {
