@@ -183,7 +183,12 @@ func TestRunReload(t *testing.T) {
 	if p := policies(); !strings.Contains(p, `"name":"d"`) {
 		t.Errorf("after Reload: %s", p)
 	}
+	// The second reload may still be under way: wait for its count.
 	m := scrape(t, r)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(m, `result="success"} 3`) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // for the reloading goroutine, not for the clock
+		m = scrape(t, r)
+	}
 	for _, want := range []string{
 		`floodgate_config_reloads_total{config="floodgate",result="failure"} 1`,
 		`floodgate_config_reloads_total{config="floodgate",result="success"} 3`,
