@@ -458,17 +458,21 @@ func (f *FailsafeStore) applyInner(ctx context.Context, ops []Op, each bool) err
 	if cancel != nil {
 		defer cancel()
 	}
-	apply := f.store.Apply
-	if each {
-		apply = func(ctx context.Context, ops []Op) error { return ApplyEach(ctx, f.store, ops) }
-	}
-	if err := apply(c, inner); err != nil {
+	if err := applyOn(f.store, each)(c, inner); err != nil {
 		return err
 	}
 	for j, i := range idx {
 		ops[i].Decision, ops[i].At, ops[i].Stamp, ops[i].Err = inner[j].Decision, inner[j].At, inner[j].Stamp, inner[j].Err
 	}
 	return nil
+}
+
+// applyOn returns s's Apply, or with each ApplyEach on s.
+func applyOn(s Store, each bool) func(context.Context, []Op) error {
+	if each {
+		return func(ctx context.Context, ops []Op) error { return ApplyEach(ctx, s, ops) }
+	}
+	return s.Apply
 }
 
 // applyFallback runs ops by the mode, the store having failed; the ops have
@@ -534,11 +538,7 @@ func (f *FailsafeStore) applyLocal(ctx context.Context, ops []Op, each bool) err
 		return nil
 	}
 	f.stats[countLocal].Add(1)
-	apply := f.local.Apply
-	if each {
-		apply = func(ctx context.Context, ops []Op) error { return ApplyEach(ctx, f.local, ops) }
-	}
-	if err := apply(ctx, local); err != nil {
+	if err := applyOn(f.local, each)(ctx, local); err != nil {
 		return err
 	}
 	for j, i := range idx {

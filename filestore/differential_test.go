@@ -2,7 +2,6 @@ package filestore_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/floodgate/floodgate/filestore"
@@ -12,12 +11,7 @@ import (
 // FuzzDifferential runs traces drawn from the fuzzer's bytes through memory
 // and the file store and demands identical outcomes.
 func FuzzDifferential(f *testing.F) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 8 {
-		b := make([]byte, 600)
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
+	for _, b := range storetest.Traces(1, 2, 8, 600) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -33,12 +27,7 @@ func TestDifferential(t *testing.T) {
 	if testing.Short() {
 		traces = 30
 	}
-	r := rand.New(rand.NewPCG(7, 11))
-	for i := range traces {
-		b := make([]byte, 2000)
-		for j := range b {
-			b[j] = byte(r.Uint32())
-		}
+	for i, b := range storetest.Traces(7, 11, traces, 2000) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			var opts []filestore.Option
 			if i%4 != 0 {

@@ -55,15 +55,15 @@ func (b *batcher) do(ctx context.Context, ops []*floodgate.Op, slot uint16) erro
 	return b.submit(&call{ops: ops, slot: slot, ctx: ctx})
 }
 
-// single is a call of one op, made with one allocation and reused.
+// single is a call of one op, made with one allocation and reused, its
+// done channel with it.
 type single struct {
 	call
-	op   floodgate.Op
-	ops  [1]*floodgate.Op
-	done chan struct{}
+	op  floodgate.Op
+	ops [1]*floodgate.Op
 }
 
-var singles = sync.Pool{New: func() any { return &single{done: make(chan struct{}, 1)} }}
+var singles = sync.Pool{New: func() any { return &single{call: call{done: make(chan struct{}, 1)}} }}
 
 // decide carries out op alone (see do).
 func (b *batcher) decide(ctx context.Context, op floodgate.Op, slot uint16) (floodgate.Op, error) {
@@ -78,7 +78,7 @@ func (b *batcher) decide(ctx context.Context, op floodgate.Op, slot uint16) (flo
 	}
 	// Done with c: no sender holds it.
 	op = c.op
-	*c = single{done: c.done}
+	*c = single{call: call{done: c.done}}
 	singles.Put(c)
 	return op, err
 }

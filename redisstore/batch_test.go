@@ -22,16 +22,8 @@ import (
 // two calls go out and hang, 100 more queue; when Redis resumes they take
 // one script call, and exactly LIMIT of the 102 are admitted.
 func TestCallsWaitingLeaveInOneScript(t *testing.T) {
-	srv := redistest.NewServer(t)
 	ctx := context.Background()
-	// Calls wait while Redis is paused: longer than go-redis's default
-	// read timeout. The control connection is made before the pause.
-	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), ReadTimeout: time.Minute, PoolSize: 8})
-	control := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: 1})
-	t.Cleanup(func() { c.Close(); control.Close() })
-	if err := control.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	c, control := pausable(t)
 	s, err := New(c, WithCallerTime(), WithMaxInFlight(2), WithMaxBatch(128))
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +74,21 @@ func TestCallsWaitingLeaveInOneScript(t *testing.T) {
 	if calls := scriptCalls(t, c); calls != 3 {
 		t.Errorf("%d script calls for 102 decisions (2 out, 100 waiting), want 3", calls)
 	}
+}
+
+// pausable starts a Redis and returns a client whose calls may wait while
+// Redis is paused (longer than go-redis's default read timeout), and a
+// control client, connected before any pause, to resume it: a paused
+// Redis still reads commands that write nothing.
+func pausable(t *testing.T) (c, control *redis.Client) {
+	srv := redistest.NewServer(t)
+	c = redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), ReadTimeout: time.Minute, PoolSize: 8})
+	control = redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: 1})
+	t.Cleanup(func() { c.Close(); control.Close() })
+	if err := control.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return c, control
 }
 
 // waitFor polls cond, which other goroutines make true, for up to 10 s.
@@ -198,14 +205,8 @@ func FuzzReply(f *testing.F) {
 // the context's error, and the sender finishes the call without it: the
 // call may still take effect.
 func TestCallerLeavesWhileOut(t *testing.T) {
-	srv := redistest.NewServer(t)
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), ReadTimeout: time.Minute, PoolSize: 8})
-	control := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: 1})
-	t.Cleanup(func() { c.Close(); control.Close() })
-	if err := control.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	c, control := pausable(t)
 	s, err := New(c, WithCallerTime(), WithMaxInFlight(1))
 	if err != nil {
 		t.Fatal(err)

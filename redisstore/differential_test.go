@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -14,12 +13,7 @@ import (
 // and Redis and demands identical outcomes.
 func FuzzDifferential(f *testing.F) {
 	c := testClient(f)
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 8 {
-		b := make([]byte, 600)
-		for i := range b {
-			b[i] = byte(r.Uint32())
-		}
+	for _, b := range storetest.Traces(1, 2, 8, 600) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -35,12 +29,7 @@ func TestDifferential(t *testing.T) {
 	if testing.Short() {
 		traces = 50
 	}
-	r := rand.New(rand.NewPCG(7, 11))
-	for i := range traces {
-		b := make([]byte, 2000)
-		for j := range b {
-			b[j] = byte(r.Uint32())
-		}
+	for i, b := range storetest.Traces(7, 11, traces, 2000) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			storetest.Differential(t, newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour)), b, 60)
 		})

@@ -139,6 +139,19 @@ func (s *Store) check(i int, op *floodgate.Op) error {
 	return nil
 }
 
+// checkAll checks ctx and every op before anything is sent.
+func (s *Store) checkAll(ctx context.Context, ops []floodgate.Op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := range ops {
+		if err := s.check(i, &ops[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Apply implements floodgate.Store.
 //
 // When every op's key is in one hash slot (always, on a single Redis), the
@@ -152,16 +165,8 @@ func (s *Store) check(i int, op *floodgate.Op) error {
 // that share a hash tag ("{user:42}:upload" and "{user:42}:api") are in
 // one slot.
 func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
-	}
-	for i := range ops {
-		if err := s.check(i, &ops[i]); err != nil {
-			return err
-		}
-	}
-	if len(ops) == 0 {
-		return nil
 	}
 	groups := s.groups(ops)
 	if len(groups) == 1 {
@@ -177,16 +182,8 @@ func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
 // the caller's own round trip, not queued behind or batched with other
 // calls; more than WithMaxBatch ops take several, one after another.
 func (s *Store) ApplyEach(ctx context.Context, ops []floodgate.Op) error {
-	if err := ctx.Err(); err != nil {
+	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
-	}
-	for i := range ops {
-		if err := s.check(i, &ops[i]); err != nil {
-			return err
-		}
-	}
-	if len(ops) == 0 {
-		return nil
 	}
 	ptrs := make([]*floodgate.Op, len(ops))
 	cs := make([]call, len(ops))

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -36,6 +37,21 @@ var DifferentialPolicies = []string{
 	"fixed-window 5/8784h",
 	"fixed-window 1000000000/1s",
 	"fixed-window 2/3ns",
+}
+
+// Traces returns n random traces of size bytes each for Differential,
+// always the same for the same seeds: a fuzz target's seed corpus, or a
+// test's many traces.
+func Traces(seed1, seed2 uint64, n, size int) [][]byte {
+	r := rand.New(rand.NewPCG(seed1, seed2))
+	traces := make([][]byte, n)
+	for i := range traces {
+		traces[i] = make([]byte, size)
+		for j := range traces[i] {
+			traces[i][j] = byte(r.Uint32())
+		}
+	}
+	return traces
 }
 
 // source draws numbers from a fuzzer's bytes, then zeros.
