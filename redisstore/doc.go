@@ -76,10 +76,15 @@
 // alone, in arrival order), and at most WithMaxInFlight script calls wait
 // on Redis at once. A lone caller sends at once from its own goroutine. The
 // store starts no goroutine that outlives the calls it serves, and bounds
-// the calls waiting (WithMaxPending, then ErrOverloaded). A script call's
-// operations travel packed in one string argument, and its reply is one
-// string of doubles: both cost Redis and the client less than a value per
-// number.
+// the calls waiting (WithMaxPending, then ErrOverloaded). A sender that
+// has just woken its callers lets them run before it takes the next batch,
+// for as long as they keep calling: their next calls then go in that
+// batch, not in the one after it. A script call's operations travel packed
+// in one string argument, and its reply is one string of doubles: both
+// cost Redis and the client less than a value per number. A lone decision
+// on a token or leaky bucket, the commonest operation, runs in the script
+// on local numbers, without the tables the general path builds: Redis
+// spends about half the time on it.
 //
 // Store.ApplyEach (floodgate.ApplyEach, floodgate.AllowEach) carries many
 // independent operations, each decided as if alone, in one script call of
