@@ -368,17 +368,20 @@ local function put(ok, err, rem, retry, reset, wait, tat, frac)
   return spack(OPREPLY, code, rem, retry, reset, wait, tat, frac)
 end
 
--- quickBucket decides an op of kind 1 alone in its group on a bucket
--- policy with a fast path (p.quick), for a key that no op of the call has
--- loaded as a state (see run), exactly as decide, admitted and commit
--- would: v is the key's value, from this call's writes or Redis. It works
--- in locals, without a state table, and returns the op's reply, or nil,
--- having changed nothing, for an op the general path must take (a value
--- of another algorithm or a corrupt one, TAT far ahead of now). An
--- admitted op's new value goes in values[k] and its expiry in expiries[k],
--- for run to write at the end. Nearly every decision of a busy store is
--- one of these, and Redis runs each one here in half the time.
+-- quickBucket decides an op of kind 1, alone in its group, for a key that
+-- no op of the call has loaded as a state (see run), exactly as decide,
+-- admitted and commit would: v is the key's value, from this call's
+-- writes or Redis. It works in locals, without a state table, and returns
+-- the op's reply, or nil, having changed nothing, for an op the general
+-- path must take: a policy other than a bucket with a fast path (p.quick),
+-- a cost of 0 or above the burst, a value of another algorithm or a
+-- corrupt one, TAT far ahead of now. An admitted op's new value goes in
+-- values[k] and its expiry in expiries[k], for run to write at the end.
+-- Nearly every decision of a busy store is one of these: in a call of 64
+-- on new keys, Redis spends 2.3 us on each here, 3.7 us on the general
+-- path.
 local function quickBucket(p, v, nh, nl, n, k, values, expiries, mode, minTTL)
+  if not p.quick or n <= 0 or n > p.burst then return nil end
   local th, tl, x, y = 0, 0, 0, 0
   if v then
     local a
@@ -448,15 +451,13 @@ local function one(KEYS, ARGV)
   end
   local v
   if p.alg ~= LOG then v = redis.call('MGET', key)[1] end
-  if p.quick and n > 0 and n <= p.burst then
-    ONEVAL[1], ONEEXP[1] = nil, nil
-    local part = quickBucket(p, v, nh, nl, n, 1, ONEVAL, ONEEXP, mode, minTTL)
-    if part then
-      if ONEEXP[1] then
-        redis.call('SET', key, ONEVAL[1], mode == 's' and 'PXAT' or 'PX', string.format('%d', ONEEXP[1]))
-      end
-      return spack('<dd', sh, sl) .. part
+  ONEVAL[1], ONEEXP[1] = nil, nil
+  local part = quickBucket(p, v, nh, nl, n, 1, ONEVAL, ONEEXP, mode, minTTL)
+  if part then
+    if ONEEXP[1] then
+      redis.call('SET', key, ONEVAL[1], mode == 's' and 'PXAT' or 'PX', string.format('%d', ONEEXP[1]))
     end
+    return spack('<dd', sh, sl) .. part
   end
   local s = load(key, p, v)
   s.p = p
@@ -544,7 +545,7 @@ local function run(KEYS, ARGV)
       if nh == nil then nh, nl = ts, tns end
       local s = states[k]
       local part
-      if s == nil and nops == 1 and kind == 1 and p.quick and n > 0 and n <= p.burst then
+      if s == nil and nops == 1 and kind == 1 then
         part = quickBucket(p, values[k], nh, nl, n, k, values, expiries, mode, minTTL)
       end
       if part then
