@@ -47,6 +47,19 @@ local STATE, STATELEN = '<Bdddd', 33
 -- struct.pack and struct.unpack, which run sets (see floor).
 local spack, sunpack
 
+-- parseState returns the numbers of a bucket's or window's value v: ALG,
+-- TH, TL, X, Y, or nil for anything else, which the store did not write:
+-- another length, NaNs, fractions, negatives.
+local function parseState(v)
+  if #v ~= STATELEN then return nil end
+  local a, th, tl, x, y = sunpack(STATE, v)
+  if a < TOKEN or a > FIXED or not (th >= 0 and tl >= 0 and tl < G and x >= 0 and y >= 0 and
+      th % 1 == 0 and tl % 1 == 0 and x % 1 == 0 and y % 1 == 0) then
+    return nil
+  end
+  return a, th, tl, x, y
+end
+
 -- load reads key's state; v is its string value, read beforehand.
 local function load(key, p, v)
   if p.alg == LOG then
@@ -55,14 +68,8 @@ local function load(key, p, v)
     return {key = key, head = tonumber(v[1]), c = tonumber(v[2]), u = tonumber(v[3]), ov = {}, base = {}}
   end
   if v then
-    local a, th, tl, x, y
-    if #v == STATELEN then a, th, tl, x, y = sunpack(STATE, v) end
-    -- Anything else, or NaNs, fractions, negatives, is not a state the
-    -- store wrote.
-    if a == nil or a < TOKEN or a > FIXED or not (th >= 0 and tl >= 0 and tl < G and x >= 0 and y >= 0 and
-        th % 1 == 0 and tl % 1 == 0 and x % 1 == 0 and y % 1 == 0) then
-      error('floodgate: corrupt state at ' .. key)
-    end
+    local a, th, tl, x, y = parseState(v)
+    if a == nil then error('floodgate: corrupt state at ' .. key) end
     -- The state as read (o...), for commit to see whether its expiry moved.
     return {alg = a, th = th, tl = tl, x = x, y = y, oalg = a, oth = th, otl = tl, ox = x, oy = y}
   end
@@ -385,34 +392,13 @@ local function quickBucket(p, v, nh, nl, n, k, values, expiries, mode, minTTL)
   local th, tl, x, y = 0, 0, 0, 0
   if v then
     local a
-    if #v == STATELEN then a, th, tl, x, y = sunpack(STATE, v) end
-    if a ~= p.alg or not (th >= 0 and tl >= 0 and tl < G and x >= 0 and y >= 0 and
-        th % 1 == 0 and tl % 1 == 0 and x % 1 == 0 and y % 1 == 0) then
-      return nil
-    end
+    a, th, tl, x, y = parseState(v)
+    if a ~= p.alg then return nil end
   end
-  -- bucket's fast path.
-  local limit, period, bp = p.limit, p.pn, p.bpn
-  local frac = x
-  if frac >= limit then frac = limit - 1 end
-  local wait = 0
-  if th >= nh - 1 then
-    local d = pdiff(th, tl, nh, nl)
-    if d == nil or d > p.dmax then return nil end
-    if d == 0 then
-      wait = frac
-    elseif d > 0 then
-      wait = d * limit + frac
-    end
-  end
-  local after = wait + n * period
-  if after > bp then
-    local rem = 0
-    if wait <= bp then rem = floor((bp - wait) / period) end
-    return spack(OPREPLY, 0, rem, ceil((after - bp) / limit), ceil(wait / limit), 0, 0, 0)
-  end
-  x = after % limit
-  th, tl = pnorm(nh, nl + (after - x) / limit)
+  local ok, rem, retry, reset, h, l, f = bucketFast(p, th, tl, x, nh, nl, n)
+  if ok == nil then return nil end
+  if not ok then return spack(OPREPLY, 0, rem, retry, reset, 0, 0, 0) end
+  th, tl, x = h, l, f
   -- The key drains at resetAt: TAT, or 1 ns after it with a fraction;
   -- admitting n > 0 leaves it after now.
   local rh, rl = th, tl
@@ -425,7 +411,7 @@ local function quickBucket(p, v, nh, nl, n, k, values, expiries, mode, minTTL)
     if ms < minTTL then ms = minTTL end
   end
   values[k], expiries[k] = spack(STATE, p.alg, th, tl, x, y), ms
-  return spack(OPREPLY, 1, floor((bp - after) / period), 0, ceil(after / limit), 0, pdiff(th, tl, nh, nl), x)
+  return spack(OPREPLY, 1, rem, 0, reset, 0, pdiff(th, tl, nh, nl), x)
 end
 
 -- one carries out a call in the short form (see above), deciding exactly

@@ -29,19 +29,20 @@ local function bucketExact(p, s, nh, nl, n)
   return n == 0, remaining(wait), retry, ceildivsmall(wait, limit)
 end
 
--- bucket works in doubles, relative to now, when the policy's tau (p.bpn)
--- is at most 2^50 and TAT is not far ahead of now.
-local function bucket(p, s, nh, nl, n)
-  if not p.fast then return bucketExact(p, s, nh, nl, n) end
+-- bucketFast is bucket's fast path on a state's numbers, in doubles,
+-- relative to now, for a policy whose tau (p.bpn) is at most 2^50: it
+-- returns nil when TAT is too far ahead of now for it, and else ALLOWED,
+-- REMAINING, RETRY and RESET, then, when it admits, the new TH, TL and X.
+local function bucketFast(p, th, tl, x, nh, nl, n)
   local limit, period, bp = p.limit, p.pn, p.bpn
-  local frac = s.x
+  local frac = x
   if frac >= limit then frac = limit - 1 end
   -- wait is TAT - now in units, or 0 when TAT has passed: TAT - now <= 0
   -- ns leaves less than one unit of fraction.
   local wait = 0
-  if s.th >= nh - 1 then
-    local d = pdiff(s.th, s.tl, nh, nl)
-    if d == nil or d > p.dmax then return bucketExact(p, s, nh, nl, n) end
+  if th >= nh - 1 then
+    local d = pdiff(th, tl, nh, nl)
+    if d == nil or d > p.dmax then return nil end
     if d == 0 then
       wait = frac
     elseif d > 0 then
@@ -51,14 +52,22 @@ local function bucket(p, s, nh, nl, n)
   local after = wait + n * period
   if n > 0 and after <= bp then
     local f = after % limit
-    s.th, s.tl = pnorm(nh, nl + (after - f) / limit)
-    s.x = f
-    return true, floor((bp - after) / period), 0, ceil(after / limit)
+    local h, l = pnorm(nh, nl + (after - f) / limit)
+    return true, floor((bp - after) / period), 0, ceil(after / limit), h, l, f
   end
   local rem, retry = 0, 0
   if wait <= bp then rem = floor((bp - wait) / period) end
   if n > 0 then retry = ceil((after - bp) / limit) end
   return n == 0, rem, retry, ceil(wait / limit)
+end
+
+-- bucket takes the fast path when it can.
+local function bucket(p, s, nh, nl, n)
+  if not p.fast then return bucketExact(p, s, nh, nl, n) end
+  local ok, rem, retry, reset, h, l, f = bucketFast(p, s.th, s.tl, s.x, nh, nl, n)
+  if ok == nil then return bucketExact(p, s, nh, nl, n) end
+  if h then s.th, s.tl, s.x = h, l, f end
+  return ok, rem, retry, reset
 end
 
 -- refundBucket gives back the part of the event's n*T still ahead of now,
