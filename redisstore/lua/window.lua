@@ -51,20 +51,31 @@ local function fixedExact(p, s, now, n)
   return ok, rem, retry, reset
 end
 
-local function fixedWindow(p, s, nh, nl, n)
-  if not p.pn then return windowExact(fixedExact, p, s, nh, nl, n) end
+-- fixedFast is fixedWindow's fast path on a state's numbers, for a
+-- policy whose PERIOD is at most 2^50 (p.pn): it returns nil when the
+-- stored window is too far ahead of now for it, and else ALLOWED,
+-- REMAINING, RETRY and RESET, then the start of the window it decided in
+-- and that window's count before n.
+local function fixedFast(p, th, tl, x, nh, nl, n)
   local r = phase(p, nh, nl)
   local sh, sl = pnorm(nh, nl - r)
   local count, toStart = 0, -r -- the window's start minus now
-  local c = pcmp(sh, sl, s.th, s.tl)
+  local c = pcmp(sh, sl, th, tl)
   if c == 0 then
-    count = s.x
+    count = x
   elseif c < 0 then -- the clock stepped back: stay in the stored window
-    toStart = pdiff(s.th, s.tl, nh, nl)
-    if toStart == nil then return windowExact(fixedExact, p, s, nh, nl, n) end
-    sh, sl, count = s.th, s.tl, s.x
+    toStart = pdiff(th, tl, nh, nl)
+    if toStart == nil then return nil end
+    sh, sl, count = th, tl, x
   end
   local ok, rem, retry, reset = fixedOutcome(p, count, n, toStart + p.pn)
+  return ok, rem, retry, reset, sh, sl, count
+end
+
+local function fixedWindow(p, s, nh, nl, n)
+  if not p.pn then return windowExact(fixedExact, p, s, nh, nl, n) end
+  local ok, rem, retry, reset, sh, sl, count = fixedFast(p, s.th, s.tl, s.x, nh, nl, n)
+  if ok == nil then return windowExact(fixedExact, p, s, nh, nl, n) end
   if ok and n > 0 then s.th, s.tl, s.x = sh, sl, count + n end
   return ok, rem, retry, reset
 end
