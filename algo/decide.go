@@ -28,13 +28,8 @@ import "fmt"
 // Decide does not allocate, except when a sliding log grows. It is not safe
 // for concurrent use on one State; a store serializes access per key.
 func (p *Policy) Decide(s *State, now, n int64) (Decision, error) {
-	switch {
-	case p.alg == 0:
-		return Decision{}, fmt.Errorf("%w: the zero Policy", ErrInvalidPolicy)
-	case now < 0 || now > MaxTime:
-		return Decision{}, fmt.Errorf("%w: %d ns is outside [0, %d]", ErrInvalidTime, now, int64(MaxTime))
-	case n < 0:
-		return Decision{}, fmt.Errorf("%w: %d", ErrInvalidCost, n)
+	if err := p.CheckEvent(now, n); err != nil {
+		return Decision{}, err
 	}
 	if s.alg != p.alg {
 		// Decide from the initial state. A peek or a never-admissible event
@@ -54,6 +49,24 @@ func (p *Policy) Decide(s *State, now, n int64) (Decision, error) {
 		return d, fmt.Errorf("%w: cost %d, burst %d", ErrCostExceedsBurst, n, p.burst)
 	}
 	return p.decide(s, now, n), nil
+}
+
+// CheckEvent returns the error Decide returns, changing nothing, for an
+// event of cost n at now that it cannot decide: an error wrapping
+// ErrInvalidPolicy for the zero Policy, ErrInvalidTime for a time outside
+// [0, MaxTime], ErrInvalidCost for a negative cost; nil otherwise. A cost
+// above the burst is not an error here: Decide denies it. Stores call it to
+// refuse bad input before they change anything.
+func (p *Policy) CheckEvent(now, n int64) error {
+	switch {
+	case p.alg == 0:
+		return fmt.Errorf("%w: the zero Policy", ErrInvalidPolicy)
+	case now < 0 || now > MaxTime:
+		return fmt.Errorf("%w: %d ns is outside [0, %d]", ErrInvalidTime, now, int64(MaxTime))
+	case n < 0:
+		return fmt.Errorf("%w: %d", ErrInvalidCost, n)
+	}
+	return nil
 }
 
 func (p *Policy) decide(s *State, now, n int64) Decision {

@@ -50,12 +50,10 @@ func (p *Policy) StampOf(s *State, now int64) Stamp {
 // holds, changes nothing. A negative n or time out of range is an error and
 // changes nothing.
 func (p *Policy) Refund(s *State, st Stamp, now, n int64) error {
-	switch {
-	case p.alg == 0:
-		return fmt.Errorf("%w: the zero Policy", ErrInvalidPolicy)
-	case now < 0 || now > MaxTime:
-		return fmt.Errorf("%w: %d ns is outside [0, %d]", ErrInvalidTime, now, int64(MaxTime))
-	case n < 0 || n > p.burst:
+	if err := p.CheckEvent(now, n); err != nil {
+		return err
+	}
+	if n > p.burst {
 		return fmt.Errorf("%w: refund of %d with burst %d", ErrInvalidCost, n, p.burst)
 	}
 	if s.alg != p.alg || n == 0 {
