@@ -7,6 +7,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
 )
 
 // FuzzMemoryApply decodes the input into batches of ops (decide, schedule,
@@ -19,10 +20,10 @@ func FuzzMemoryApply(f *testing.F) {
 	f.Add([]byte("\x81\x00\x10\x42\x33\xc4\x05\x96\x07\xf8\x29\x0a\x0b\x0c\x33\x44"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		policies := []floodgate.Policy{floodgate.TokenBucket(3, time.Second, 4), floodgate.SlidingLog(3, time.Second)}
-		store := floodgate.NewMemoryStore(0)
-		tables := make([]floodgate.Table, len(policies))
+		mem := floodgate.NewMemoryStore(0)
+		tables := make([]store.Table, len(policies))
 		for i, p := range policies {
-			tb, err := store.Table(fmt.Sprint("t", i), p)
+			tb, err := mem.Table(fmt.Sprint("t", i), p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +40,7 @@ func FuzzMemoryApply(f *testing.F) {
 			nops := 1 + int(data[0]%3)
 			now += int64(data[0]>>2) * int64(20*time.Millisecond)
 			data = data[1:]
-			var ops []floodgate.Op
+			var ops []store.Op
 			var keys []mkey
 			for range nops {
 				if len(data) < 2 {
@@ -48,19 +49,19 @@ func FuzzMemoryApply(f *testing.F) {
 				b, c := data[0], data[1]
 				data = data[2:]
 				k := mkey{int(b % 2), fmt.Sprint("k", (b>>1)%3)}
-				op := floodgate.Op{Table: tables[k.table], Key: k.key, Now: now, N: int64(c % 5)}
+				op := store.Op{Table: tables[k.table], Key: k.key, Now: now, N: int64(c % 5)}
 				switch (b >> 3) % 4 {
 				case 0:
-					op.Kind = floodgate.OpDecide
+					op.Kind = store.OpDecide
 				case 1:
-					op.Kind = floodgate.OpSchedule
+					op.Kind = store.OpSchedule
 					op.MaxWait = time.Duration(c>>3) * 50 * time.Millisecond
 				case 2:
-					op.Kind = floodgate.OpRefund
+					op.Kind = store.OpRefund
 					op.Stamp = stamps[k]
 					op.N = min(op.N, policies[k.table].Burst())
 				default:
-					op.Kind = floodgate.OpReset
+					op.Kind = store.OpReset
 				}
 				ops = append(ops, op)
 				keys = append(keys, k)
@@ -88,29 +89,29 @@ func FuzzMemoryApply(f *testing.F) {
 				p := policies[keys[i].table]
 				s := get(keys[i])
 				switch op.Kind {
-				case floodgate.OpDecide:
+				case store.OpDecide:
 					want[i], _ = p.Decide(s, now, op.N)
-				case floodgate.OpSchedule:
+				case store.OpSchedule:
 					want[i], wantAt[i], _ = p.Schedule(s, now, op.N, int64(op.MaxWait))
-				case floodgate.OpRefund:
+				case store.OpRefund:
 					if err := p.Refund(s, op.Stamp, now, op.N); err != nil {
 						t.Fatal(err)
 					}
-				case floodgate.OpReset:
+				case store.OpReset:
 					*s = algo.State{}
 				}
-				if (op.Kind == floodgate.OpDecide || op.Kind == floodgate.OpSchedule) && !want[i].Allowed {
+				if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && !want[i].Allowed {
 					denied = true
 				}
 			}
-			if err := store.Apply(ctx, ops); err != nil {
+			if err := mem.Apply(ctx, ops); err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
 			for i, op := range ops {
-				if op.Kind != floodgate.OpDecide && op.Kind != floodgate.OpSchedule {
+				if op.Kind != store.OpDecide && op.Kind != store.OpSchedule {
 					continue
 				}
-				if op.Decision != want[i] || (op.Kind == floodgate.OpSchedule && want[i].Allowed && op.At != wantAt[i]) {
+				if op.Decision != want[i] || (op.Kind == store.OpSchedule && want[i].Allowed && op.At != wantAt[i]) {
 					t.Fatalf("batch at %d, op %d (%+v on %v): store %+v at %d, model %+v at %d", now, i, op.Kind, keys[i], op.Decision, op.At, want[i], wantAt[i])
 				}
 			}
@@ -119,7 +120,7 @@ func FuzzMemoryApply(f *testing.F) {
 					model[k] = s
 				}
 				for i, op := range ops {
-					if (op.Kind == floodgate.OpDecide || op.Kind == floodgate.OpSchedule) && op.N > 0 {
+					if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && op.N > 0 {
 						stamps[keys[i]] = op.Stamp
 					}
 				}

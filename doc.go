@@ -50,8 +50,8 @@
 // state that would drain soonest. Other stores implement the Store
 // interface and prove with package storetest that they decide exactly as
 // the memory store does. Store.Apply carries out operations all or
-// nothing; ApplyEach carries out many independent ones, in one step on a
-// store that implements EachStore.
+// nothing; ApplyEach carries out many independent ones, in one step where
+// the store can.
 //
 // # Concurrency
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/store"
 )
 
 // TestAllowEach: each check is decided as its limiter's AllowN would
@@ -22,7 +23,7 @@ func TestAllowEach(t *testing.T) {
 	mem := floodgate.NewMemoryStore(0)
 	// Twins decide the same checks one AllowN at a time.
 	twinShared, twinMem := floodgate.NewMemoryStore(0), floodgate.NewMemoryStore(0)
-	mk := func(s floodgate.Store, name, policy string, extra ...floodgate.Option) *floodgate.Limiter {
+	mk := func(s store.Store, name, policy string, extra ...floodgate.Option) *floodgate.Limiter {
 		return floodgate.NewLimiter(floodgate.MustParsePolicy(policy),
 			append([]floodgate.Option{floodgate.WithStore(s), floodgate.WithClock(fc), floodgate.WithName(name)}, extra...)...)
 	}
@@ -83,16 +84,16 @@ func TestAllowEach(t *testing.T) {
 var errNoTables = errors.New("no tables here")
 
 // refusingStore refuses every table.
-type refusingStore struct{ floodgate.Store }
+type refusingStore struct{ store.Store }
 
-func (refusingStore) Table(string, floodgate.Policy) (floodgate.Table, error) {
+func (refusingStore) Table(string, floodgate.Policy) (store.Table, error) {
 	return nil, errNoTables
 }
 
 func ExampleAllowEach() {
-	store := floodgate.NewMemoryStore(0)
-	perUser := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 2/1m"), floodgate.WithStore(store))
-	perIP := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(store))
+	mem := floodgate.NewMemoryStore(0)
+	perUser := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 2/1m"), floodgate.WithStore(mem))
+	perIP := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(mem))
 	// Three independent checks: the second check of the address is
 	// denied, and that spends nothing of the others.
 	ds, errs := floodgate.AllowEach(context.Background(),

@@ -28,11 +28,6 @@ var (
 	// ErrQueueFull is returned by Wait when the key already has the
 	// limiter's maximum number of waiters (WithMaxQueue).
 	ErrQueueFull = errors.New("wait queue full")
-	// ErrForeignTable is returned by a Store's Apply for an Op whose Table
-	// belongs to another store.
-	ErrForeignTable = errors.New("table of another store")
-	// ErrInvalidKey is returned for a key a store cannot hold.
-	ErrInvalidKey = errors.New("invalid key")
 	// ErrStoreUnavailable is returned by a FailsafeStore in FailClosed
 	// mode while its store is failing, with a denial, wrapping the store's
 	// error too. Nothing is consumed.

@@ -9,6 +9,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 )
 
 // A limiter on a shared store that keeps deciding, on this process's
@@ -47,10 +48,11 @@ type unreachable struct{}
 
 var errUnreachable = errors.New("dial tcp 10.0.0.7:6379: connection refused")
 
-func (unreachable) Table(string, floodgate.Policy) (floodgate.Table, error) {
+func (unreachable) Table(string, floodgate.Policy) (store.Table, error) {
 	return unreachable{}, nil
 }
-func (unreachable) Apply(context.Context, []floodgate.Op) error { return errUnreachable }
+func (unreachable) Apply(context.Context, []store.Op) error     { return errUnreachable }
+func (unreachable) ApplyEach(context.Context, []store.Op) error { return errUnreachable }
 func (unreachable) Decide(context.Context, string, int64, int64) (algo.Decision, error) {
 	return algo.Decision{}, errUnreachable
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/store"
+
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
 )
@@ -136,7 +138,7 @@ const (
 //
 // A FailsafeStore is safe for concurrent use. Stats counts what it did.
 type FailsafeStore struct {
-	store       Store
+	store       store.Store
 	mode        FailMode
 	timeout     time.Duration // 0: none
 	cooldown    time.Duration
@@ -183,7 +185,7 @@ const (
 //
 // Failsafe cannot fail: for a nil s or an unknown Mode every method of the
 // store returns the error.
-func Failsafe(s Store, o FailsafeOptions) *FailsafeStore {
+func Failsafe(s store.Store, o FailsafeOptions) *FailsafeStore {
 	f := &FailsafeStore{store: s, mode: o.Mode, local: o.Local, clock: o.Clock, log: o.Logger}
 	switch {
 	case s == nil:
@@ -216,7 +218,7 @@ func Failsafe(s Store, o FailsafeOptions) *FailsafeStore {
 }
 
 // Unwrap returns the wrapped store.
-func (f *FailsafeStore) Unwrap() Store { return f.store }
+func (f *FailsafeStore) Unwrap() store.Store { return f.store }
 
 // Mode returns the store's failure mode.
 func (f *FailsafeStore) Mode() FailMode { return f.mode }
@@ -257,7 +259,7 @@ func (f *FailsafeStore) Stats() FailsafeStats {
 // Table implements Store: it returns a table wrapping the store's table
 // named name with policy p, and the store's error if it has one (which is
 // not a failure: stores make tables without calling out).
-func (f *FailsafeStore) Table(name string, p Policy) (Table, error) {
+func (f *FailsafeStore) Table(name string, p Policy) (store.Table, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -272,18 +274,18 @@ func (f *FailsafeStore) Table(name string, p Policy) (Table, error) {
 // name and policy of the local one.
 type failsafeTable struct {
 	f     *FailsafeStore
-	inner Table
+	inner store.Table
 	name  string
 	p     Policy
 
 	once     sync.Once
-	local    Table
+	local    store.Table
 	localErr error
 }
 
 // localTable returns the local store's table of t's name and policy,
 // making it the first time.
-func (t *failsafeTable) localTable() (Table, error) {
+func (t *failsafeTable) localTable() (store.Table, error) {
 	t.once.Do(func() { t.local, t.localErr = t.f.local.Table(t.name, t.p) })
 	return t.local, t.localErr
 }
@@ -356,17 +358,19 @@ func (t *failsafeTable) fallback(ctx context.Context, key string, now, n int64) 
 }
 
 // Apply implements Store.
-func (f *FailsafeStore) Apply(ctx context.Context, ops []Op) error { return f.apply(ctx, ops, false) }
+func (f *FailsafeStore) Apply(ctx context.Context, ops []store.Op) error {
+	return f.apply(ctx, ops, false)
+}
 
-// ApplyEach implements EachStore: the ops, each as if alone (see the
-// function ApplyEach), go to the store in one step when it is an
-// EachStore, or are decided by the mode while it is down, as Apply's are.
-func (f *FailsafeStore) ApplyEach(ctx context.Context, ops []Op) error {
+// ApplyEach implements store.Store: the ops, each as if alone, go to the
+// store's ApplyEach, or are decided by the mode while it is down, as
+// Apply's are.
+func (f *FailsafeStore) ApplyEach(ctx context.Context, ops []store.Op) error {
 	return f.apply(ctx, ops, true)
 }
 
 // apply carries out ops all or nothing, or each as if alone.
-func (f *FailsafeStore) apply(ctx context.Context, ops []Op, each bool) error {
+func (f *FailsafeStore) apply(ctx context.Context, ops []store.Op, each bool) error {
 	if f.err != nil {
 		return f.err
 	}
@@ -376,9 +380,9 @@ func (f *FailsafeStore) apply(ctx context.Context, ops []Op, each bool) error {
 	for i := range ops {
 		op := &ops[i]
 		if t, ok := op.Table.(*failsafeTable); !ok || t.f != f {
-			return fmt.Errorf("floodgate: op %d: %w", i, ErrForeignTable)
+			return fmt.Errorf("floodgate: op %d: %w", i, store.ErrForeignTable)
 		}
-		if op.Kind < OpDecide || op.Kind > OpReset {
+		if op.Kind < store.OpDecide || op.Kind > store.OpReset {
 			return fmt.Errorf("floodgate: op %d: unknown kind %d", i, op.Kind)
 		}
 	}
@@ -418,16 +422,16 @@ func (f *FailsafeStore) apply(ctx context.Context, ops []Op, each bool) error {
 // probeable reports whether ops may probe the store: some op would reach
 // it, and none is denied before it would be (a store may answer those
 // without calling out, which would prove nothing).
-func probeable(ops []Op) bool {
+func probeable(ops []store.Op) bool {
 	reaches := false
 	for i := range ops {
 		op := &ops[i]
 		switch op.Kind {
-		case OpDecide, OpSchedule:
+		case store.OpDecide, store.OpSchedule:
 			if op.N > op.Table.(*failsafeTable).p.Burst() {
 				return false
 			}
-		case OpRefund:
+		case store.OpRefund:
 			if isLocalStamp(op.Stamp) {
 				continue
 			}
@@ -439,12 +443,12 @@ func probeable(ops []Op) bool {
 
 // applyInner runs ops on the store, within the Timeout, leaving out the
 // refunds of units the local store admitted.
-func (f *FailsafeStore) applyInner(ctx context.Context, ops []Op, each bool) error {
-	inner := make([]Op, 0, len(ops))
+func (f *FailsafeStore) applyInner(ctx context.Context, ops []store.Op, each bool) error {
+	inner := make([]store.Op, 0, len(ops))
 	idx := make([]int, 0, len(ops))
 	for i := range ops {
 		op := ops[i]
-		if op.Kind == OpRefund && isLocalStamp(op.Stamp) {
+		if op.Kind == store.OpRefund && isLocalStamp(op.Stamp) {
 			continue
 		}
 		op.Table = op.Table.(*failsafeTable).inner
@@ -468,16 +472,16 @@ func (f *FailsafeStore) applyInner(ctx context.Context, ops []Op, each bool) err
 }
 
 // applyOn returns s's Apply, or with each ApplyEach on s.
-func applyOn(s Store, each bool) func(context.Context, []Op) error {
+func applyOn(s store.Store, each bool) func(context.Context, []store.Op) error {
 	if each {
-		return func(ctx context.Context, ops []Op) error { return ApplyEach(ctx, s, ops) }
+		return s.ApplyEach
 	}
 	return s.Apply
 }
 
 // applyFallback runs ops by the mode, the store having failed; the ops have
 // been checked but for costs above the burst.
-func (f *FailsafeStore) applyFallback(ctx context.Context, ops []Op, each bool) error {
+func (f *FailsafeStore) applyFallback(ctx context.Context, ops []store.Op, each bool) error {
 	if f.mode == FailLocal {
 		return f.applyLocal(ctx, ops, each)
 	}
@@ -489,7 +493,7 @@ func (f *FailsafeStore) applyFallback(ctx context.Context, ops []Op, each bool) 
 	for i := range ops {
 		op := &ops[i]
 		op.Decision, op.At, op.Stamp, op.Err = algo.Decision{}, 0, algo.Stamp{}, nil
-		if op.Kind != OpDecide && op.Kind != OpSchedule {
+		if op.Kind != store.OpDecide && op.Kind != store.OpSchedule {
 			continue // a refund or reset: dropped
 		}
 		decided = true
@@ -515,12 +519,12 @@ func (f *FailsafeStore) applyFallback(ctx context.Context, ops []Op, each bool) 
 
 // applyLocal runs ops on the local store, leaving out the refunds of units
 // it did not admit, and marks the stamps of what it admits.
-func (f *FailsafeStore) applyLocal(ctx context.Context, ops []Op, each bool) error {
-	local := make([]Op, 0, len(ops))
+func (f *FailsafeStore) applyLocal(ctx context.Context, ops []store.Op, each bool) error {
+	local := make([]store.Op, 0, len(ops))
 	idx := make([]int, 0, len(ops))
 	for i := range ops {
 		op := ops[i]
-		if op.Kind == OpRefund {
+		if op.Kind == store.OpRefund {
 			if !isLocalStamp(op.Stamp) {
 				continue
 			}
@@ -544,7 +548,7 @@ func (f *FailsafeStore) applyLocal(ctx context.Context, ops []Op, each bool) err
 	for j, i := range idx {
 		op, lop := &ops[i], &local[j]
 		op.Decision, op.At, op.Stamp, op.Err = lop.Decision, lop.At, lop.Stamp, lop.Err
-		if (op.Kind == OpDecide || op.Kind == OpSchedule) && op.Decision.Allowed && op.N > 0 {
+		if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && op.Decision.Allowed && op.N > 0 {
 			op.Stamp = localStamp(op.Stamp)
 		}
 	}
@@ -580,7 +584,7 @@ func (f *FailsafeStore) isFailure(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	for _, bad := range [...]error{ErrInvalidCost, ErrInvalidTime, ErrInvalidPolicy, ErrInvalidKey, ErrForeignTable, ErrCostExceedsBurst} {
+	for _, bad := range [...]error{ErrInvalidCost, ErrInvalidTime, ErrInvalidPolicy, store.ErrInvalidKey, store.ErrForeignTable, ErrCostExceedsBurst} {
 		if errors.Is(err, bad) {
 			return false
 		}
@@ -710,14 +714,14 @@ func checkInput(now, n int64) error {
 }
 
 // checkOp is checkInput for an op of Apply.
-func checkOp(op *Op) error {
-	if op.Kind == OpReset {
+func checkOp(op *store.Op) error {
+	if op.Kind == store.OpReset {
 		return nil
 	}
 	if err := checkInput(op.Now, op.N); err != nil {
 		return err
 	}
-	if p := op.Table.(*failsafeTable).p; op.Kind == OpRefund && op.N > p.Burst() {
+	if p := op.Table.(*failsafeTable).p; op.Kind == store.OpRefund && op.N > p.Burst() {
 		return fmt.Errorf("%w: refund of %d with burst %d", ErrInvalidCost, op.N, p.Burst())
 	}
 	return nil

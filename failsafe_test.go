@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storetest"
 )
 
@@ -51,7 +52,7 @@ func (s *flakyStore) hang() {
 
 func checkKey(key string) error {
 	if strings.ContainsRune(key, 0) {
-		return fmt.Errorf("flaky: %w: NUL in %q", floodgate.ErrInvalidKey, key)
+		return fmt.Errorf("flaky: %w: NUL in %q", store.ErrInvalidKey, key)
 	}
 	return nil
 }
@@ -71,7 +72,7 @@ func (s *flakyStore) remaining(t *testing.T, name string, p floodgate.Policy, ke
 	return peekStore(t, s.mem, name, p, key, now)
 }
 
-func peekStore(t *testing.T, s floodgate.Store, name string, p floodgate.Policy, key string, now time.Time) int64 {
+func peekStore(t *testing.T, s store.Store, name string, p floodgate.Policy, key string, now time.Time) int64 {
 	t.Helper()
 	tb, err := s.Table(name, p)
 	if err != nil {
@@ -86,10 +87,10 @@ func peekStore(t *testing.T, s floodgate.Store, name string, p floodgate.Policy,
 
 type flakyTable struct {
 	s     *flakyStore
-	inner floodgate.Table
+	inner store.Table
 }
 
-func (s *flakyStore) Table(name string, p floodgate.Policy) (floodgate.Table, error) {
+func (s *flakyStore) Table(name string, p floodgate.Policy) (store.Table, error) {
 	t, err := s.mem.Table(name, p)
 	if err != nil {
 		return nil, err
@@ -107,12 +108,22 @@ func (t flakyTable) Decide(ctx context.Context, key string, now, n int64) (algo.
 	return t.inner.Decide(ctx, key, now, n)
 }
 
-func (s *flakyStore) Apply(ctx context.Context, ops []floodgate.Op) error {
-	inner := make([]floodgate.Op, len(ops))
+// ApplyEach is Apply op by op.
+func (s *flakyStore) ApplyEach(ctx context.Context, ops []store.Op) error {
+	for i := range ops {
+		if err := s.Apply(ctx, ops[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *flakyStore) Apply(ctx context.Context, ops []store.Op) error {
+	inner := make([]store.Op, len(ops))
 	for i, op := range ops {
 		t, ok := op.Table.(flakyTable)
 		if !ok || t.s != s {
-			return fmt.Errorf("flaky: op %d: %w", i, floodgate.ErrForeignTable)
+			return fmt.Errorf("flaky: op %d: %w", i, store.ErrForeignTable)
 		}
 		if err := checkKey(op.Key); err != nil {
 			return err
@@ -155,7 +166,7 @@ func newFailsafeCase(t *testing.T, p floodgate.Policy, o floodgate.FailsafeOptio
 }
 
 // table returns the failsafe store's table named name with policy p.
-func (c *failsafeCase) table(t *testing.T, name string, p floodgate.Policy) floodgate.Table {
+func (c *failsafeCase) table(t *testing.T, name string, p floodgate.Policy) store.Table {
 	t.Helper()
 	tb, err := c.fs.Table(name, p)
 	if err != nil {
@@ -278,22 +289,22 @@ func TestFailsafeBadInput(t *testing.T) {
 				if d, err := tb.Decide(ctx, "k", now, 4); !errors.Is(err, floodgate.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != floodgate.Never {
 					t.Fatalf("%s, a cost above the burst: %+v, %v", state, d, err)
 				}
-				if _, err := tb.Decide(ctx, "k\x00", now, 1); keyChecked && !errors.Is(err, floodgate.ErrInvalidKey) {
+				if _, err := tb.Decide(ctx, "k\x00", now, 1); keyChecked && !errors.Is(err, store.ErrInvalidKey) {
 					t.Fatalf("%s, a key the store refuses: %v", state, err)
 				}
 				foreign, _ := floodgate.NewMemoryStore(0).Table("api", p)
-				if err := c.fs.Apply(ctx, []floodgate.Op{{Kind: floodgate.OpDecide, Table: foreign, Key: "k", Now: now, N: 1}}); !errors.Is(err, floodgate.ErrForeignTable) {
+				if err := c.fs.Apply(ctx, []store.Op{{Kind: store.OpDecide, Table: foreign, Key: "k", Now: now, N: 1}}); !errors.Is(err, store.ErrForeignTable) {
 					t.Fatalf("%s, another store's table: %v", state, err)
 				}
-				if err := c.fs.Apply(ctx, []floodgate.Op{{Kind: 99, Table: tb, Key: "k", Now: now}}); err == nil {
+				if err := c.fs.Apply(ctx, []store.Op{{Kind: 99, Table: tb, Key: "k", Now: now}}); err == nil {
 					t.Fatalf("%s, an unknown op kind was accepted", state)
 				}
-				for _, op := range []floodgate.Op{
-					{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: now, N: -1},
-					{Kind: floodgate.OpSchedule, Table: tb, Key: "k", Now: algo.MaxTime + 1, N: 1},
-					{Kind: floodgate.OpRefund, Table: tb, Key: "k", Now: now, N: 4},
+				for _, op := range []store.Op{
+					{Kind: store.OpDecide, Table: tb, Key: "k", Now: now, N: -1},
+					{Kind: store.OpSchedule, Table: tb, Key: "k", Now: algo.MaxTime + 1, N: 1},
+					{Kind: store.OpRefund, Table: tb, Key: "k", Now: now, N: 4},
 				} {
-					if err := c.fs.Apply(ctx, []floodgate.Op{op}); !errors.Is(err, floodgate.ErrInvalidCost) && !errors.Is(err, floodgate.ErrInvalidTime) {
+					if err := c.fs.Apply(ctx, []store.Op{op}); !errors.Is(err, floodgate.ErrInvalidCost) && !errors.Is(err, floodgate.ErrInvalidTime) {
 						t.Fatalf("%s, Apply of a bad op %+v: %v", state, op, err)
 					}
 				}
@@ -314,7 +325,7 @@ func TestFailsafeBadInput(t *testing.T) {
 			// down and the next call probes at once.
 			c.shared.heal()
 			c.fc.Advance(time.Second)
-			if _, err := tb.Decide(ctx, "k\x00", c.fc.Now().UnixNano(), 1); !errors.Is(err, floodgate.ErrInvalidKey) {
+			if _, err := tb.Decide(ctx, "k\x00", c.fc.Now().UnixNano(), 1); !errors.Is(err, store.ErrInvalidKey) {
 				t.Fatalf("a probe with a key the store refuses: %v", err)
 			}
 			if st := c.fs.Stats(); !st.Down || st.Failures != 1 {
@@ -620,7 +631,7 @@ func TestFailsafeApply(t *testing.T) {
 			a, b := c.table(t, "api", pa), c.table(t, "b", pb)
 			c.trip(t)
 			now := c.fc.Now().UnixNano()
-			apply := func(ops ...floodgate.Op) ([]floodgate.Op, error) {
+			apply := func(ops ...store.Op) ([]store.Op, error) {
 				t.Helper()
 				err := c.fs.Apply(ctx, ops)
 				if mode == floodgate.FailClosed {
@@ -636,10 +647,10 @@ func TestFailsafeApply(t *testing.T) {
 				t.Helper()
 				return peekStore(t, c.local, name, p, "k", c.fc.Now())
 			}
-			both := func() []floodgate.Op {
-				return []floodgate.Op{
-					{Kind: floodgate.OpDecide, Table: a, Key: "k", Now: now, N: 1},
-					{Kind: floodgate.OpDecide, Table: b, Key: "k", Now: now, N: 1},
+			both := func() []store.Op {
+				return []store.Op{
+					{Kind: store.OpDecide, Table: a, Key: "k", Now: now, N: 1},
+					{Kind: store.OpDecide, Table: b, Key: "k", Now: now, N: 1},
 				}
 			}
 
@@ -666,7 +677,7 @@ func TestFailsafeApply(t *testing.T) {
 			}
 
 			// A schedule: in FailLocal a unit held from now, for 1h from now.
-			ops, _ = apply(floodgate.Op{Kind: floodgate.OpSchedule, Table: a, Key: "k", Now: now, N: 2, MaxWait: 2 * time.Hour})
+			ops, _ = apply(store.Op{Kind: store.OpSchedule, Table: a, Key: "k", Now: now, N: 2, MaxWait: 2 * time.Hour})
 			switch op := ops[0]; mode {
 			case floodgate.FailOpen:
 				if !op.Decision.Allowed || op.At != now {
@@ -677,12 +688,12 @@ func TestFailsafeApply(t *testing.T) {
 					t.Fatalf("FailLocal's schedule: %+v", op)
 				}
 				// Its refund, while still down, goes back to the local store.
-				apply(floodgate.Op{Kind: floodgate.OpRefund, Table: a, Key: "k", Now: now, N: 2, Stamp: op.Stamp})
+				apply(store.Op{Kind: store.OpRefund, Table: a, Key: "k", Now: now, N: 2, Stamp: op.Stamp})
 				if r := local("api", pa); r != 1 {
 					t.Fatalf("after the refund the local a has %d left, want 1", r)
 				}
 			}
-			apply(floodgate.Op{Kind: floodgate.OpReset, Table: a, Key: "k", Now: now})
+			apply(store.Op{Kind: store.OpReset, Table: a, Key: "k", Now: now})
 			if r := local("api", pa); r != 2 {
 				t.Fatalf("after a reset the local a has %d left, want 2", r)
 			}
@@ -774,7 +785,7 @@ func TestFailsafeAllowAll(t *testing.T) {
 						t.Fatalf("FailClosed: %v", err)
 					}
 					// The wait until the store is tried again: the cooldown.
-					if md.Allowed || md.RetryAfter != time.Second || md.Denied < 0 || checks[md.Denied].Limiter.Store() != floodgate.Store(c.fs) {
+					if md.Allowed || md.RetryAfter != time.Second || md.Denied < 0 || checks[md.Denied].Limiter.Store() != store.Store(c.fs) {
 						t.Fatalf("FailClosed: %+v, want RetryAfter 1s (the cooldown) from the failing store's check", md)
 					}
 				} else if err != nil {
@@ -886,7 +897,7 @@ func TestFailsafeOptions(t *testing.T) {
 // TestFailsafeConformance: a FailsafeStore on a working store keeps the
 // Store contract, ApplyEach included.
 func TestFailsafeConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) floodgate.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		return floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{Mode: floodgate.FailLocal})
 	})
 }
@@ -902,14 +913,14 @@ func TestFailsafeApplyEach(t *testing.T) {
 			c := newFailsafeCase(t, pa, floodgate.FailsafeOptions{Mode: mode})
 			a, b := c.table(t, "api", pa), c.table(t, "b", pb)
 			now := c.fc.Now().UnixNano()
-			three := func() []floodgate.Op {
-				return []floodgate.Op{
-					{Kind: floodgate.OpDecide, Table: a, Key: "k", Now: now, N: 1},
-					{Kind: floodgate.OpDecide, Table: b, Key: "k", Now: now, N: 1},
-					{Kind: floodgate.OpDecide, Table: b, Key: "k", Now: now, N: 1},
+			three := func() []store.Op {
+				return []store.Op{
+					{Kind: store.OpDecide, Table: a, Key: "k", Now: now, N: 1},
+					{Kind: store.OpDecide, Table: b, Key: "k", Now: now, N: 1},
+					{Kind: store.OpDecide, Table: b, Key: "k", Now: now, N: 1},
 				}
 			}
-			allowed := func(ops []floodgate.Op) [3]bool {
+			allowed := func(ops []store.Op) [3]bool {
 				return [3]bool{ops[0].Decision.Allowed, ops[1].Decision.Allowed, ops[2].Decision.Allowed}
 			}
 			// Up: b's second unit is denied, the others admitted on the store.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 )
 
 // A Limiter applies one Policy to many keys: each key (a user, an address,
@@ -31,8 +32,8 @@ import (
 type Limiter struct {
 	policy   Policy
 	name     string
-	store    Store
-	table    Table
+	store    store.Store
+	table    store.Table
 	clock    clock.Clock   // nil: the real clock, read without an interface call
 	coarse   *clock.Coarse // set when clock is one: read without an interface call
 	dryRun   bool
@@ -89,7 +90,7 @@ func (l *Limiter) Policy() Policy { return l.policy }
 func (l *Limiter) Name() string { return l.name }
 
 // Store returns the store holding the limiter's state.
-func (l *Limiter) Store() Store { return l.store }
+func (l *Limiter) Store() store.Store { return l.store }
 
 // now reads the clock once, in nanoseconds since the Unix epoch.
 func (l *Limiter) now() int64 {
@@ -183,7 +184,7 @@ func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
 
 // Reset forgets key's state: its next request is decided as the first.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	return l.apply(ctx, []Op{{Kind: OpReset, Table: l.table, Key: key, Now: l.now()}})
+	return l.apply(ctx, []store.Op{{Kind: store.OpReset, Table: l.table, Key: key, Now: l.now()}})
 }
 
 // Stats counts what a limiter did since it was made that its callers could
@@ -201,7 +202,7 @@ func (l *Limiter) Stats() Stats {
 }
 
 // apply runs ops on the limiter's store.
-func (l *Limiter) apply(ctx context.Context, ops []Op) error {
+func (l *Limiter) apply(ctx context.Context, ops []store.Op) error {
 	if t, ok := l.table.(errTable); ok {
 		return t.err
 	}

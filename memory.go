@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/memtable"
+	"github.com/floodgate/floodgate/store"
 )
 
 // DefaultMaxKeys is the number of keys a memory store holds per limiter
@@ -54,7 +55,7 @@ func NewMemoryStore(maxKeys int) *MemoryStore {
 }
 
 // Table implements Store.
-func (m *MemoryStore) Table(name string, p Policy) (Table, error) {
+func (m *MemoryStore) Table(name string, p Policy) (store.Table, error) {
 	if p.IsZero() {
 		return nil, fmt.Errorf("floodgate: %w: the zero Policy", ErrInvalidPolicy)
 	}
@@ -105,10 +106,21 @@ func (t *memTable) Decide(_ context.Context, key string, now, n int64) (algo.Dec
 	return t.t.Decide(key, now, n)
 }
 
-// Apply implements Store: it locks the shards of every op's key, in one
+// ApplyEach implements store.Store: it carries out the ops one after
+// another, each an Apply of its own.
+func (m *MemoryStore) ApplyEach(ctx context.Context, ops []store.Op) error {
+	for i := range ops {
+		if err := m.Apply(ctx, ops[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Apply implements store.Store: it locks the shards of every op's key, in one
 // global order (table, then shard), decides, and undoes everything when
 // an OpDecide or OpSchedule is denied or an op fails.
-func (m *MemoryStore) Apply(ctx context.Context, ops []Op) error {
+func (m *MemoryStore) Apply(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -128,7 +140,7 @@ func (m *MemoryStore) Apply(ctx context.Context, ops []Op) error {
 	for i := range ops {
 		t, ok := ops[i].Table.(*memTable)
 		if !ok || t.store != m {
-			return fmt.Errorf("floodgate: op %d: %w", i, ErrForeignTable)
+			return fmt.Errorf("floodgate: op %d: %w", i, store.ErrForeignTable)
 		}
 		tables[i], hashes[i] = t, t.t.Hash(ops[i].Key)
 		locks = append(locks, lock{t, t.t.Shard(hashes[i])})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/store"
 )
 
 // snapshotPolicies has every algorithm, sliding-log twice (a log of many
@@ -25,7 +26,7 @@ var snapT0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 // snapshotLimiters returns a limiter per policy of snapshotPolicies on
 // store, plus a second limiter of the first policy under another name.
-func snapshotLimiters(t *testing.T, store floodgate.Store) []*floodgate.Limiter {
+func snapshotLimiters(t *testing.T, store store.Store) []*floodgate.Limiter {
 	t.Helper()
 	var ls []*floodgate.Limiter
 	for i, ps := range snapshotPolicies {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/floodgate/floodgate/store"
 )
 
 // Check is one limit of AllowAll: Limiter's policy applied to Key at cost N.
@@ -124,22 +126,22 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 // addCheck adds check i, c, to the group of its limiter's store, or to a
 // new group at the end, reading the limiter's clock.
 func addCheck(groups []*group, i int, c Check) []*group {
-	op := Op{Kind: OpDecide, Table: c.Limiter.table, Key: c.Key, Now: c.Limiter.now(), N: c.N}
+	op := store.Op{Kind: store.OpDecide, Table: c.Limiter.table, Key: c.Key, Now: c.Limiter.now(), N: c.N}
 	for _, g := range groups {
 		if g.store == c.Limiter.store {
 			g.idx, g.ops = append(g.idx, i), append(g.ops, op)
 			return groups
 		}
 	}
-	return append(groups, &group{store: c.Limiter.store, idx: []int{i}, ops: []Op{op}})
+	return append(groups, &group{store: c.Limiter.store, idx: []int{i}, ops: []store.Op{op}})
 }
 
 // group is the checks of AllowAll or AllowEach on one store, in order of
 // first appearance: the indexes of the checks and their ops.
 type group struct {
-	store Store
+	store store.Store
 	idx   []int
-	ops   []Op
+	ops   []store.Op
 }
 
 // refundAll gives back the units of every admitted op of groups, each
@@ -148,10 +150,10 @@ func refundAll(ctx context.Context, groups []*group) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	for _, g := range groups {
-		refunds := make([]Op, 0, len(g.ops))
+		refunds := make([]store.Op, 0, len(g.ops))
 		for _, op := range g.ops {
 			if op.Decision.Allowed && op.N > 0 {
-				refunds = append(refunds, Op{Kind: OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Stamp})
+				refunds = append(refunds, store.Op{Kind: store.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Stamp})
 			}
 		}
 		if len(refunds) > 0 {

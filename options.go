@@ -4,13 +4,14 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 )
 
 // An Option configures a Limiter.
 type Option interface{ apply(*config) }
 
 type config struct {
-	store    Store
+	store    store.Store
 	clock    clock.Clock
 	name     string
 	maxKeys  int
@@ -25,7 +26,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithStore keeps the limiter's state in s instead of a memory store of its
 // own. Limiters with the same name and policy on one store share state.
-func WithStore(s Store) Option { return optionFunc(func(c *config) { c.store = s }) }
+func WithStore(s store.Store) Option { return optionFunc(func(c *config) { c.store = s }) }
 
 // WithClock reads time from c instead of the system clock: tests pass a
 // clock.Fake, and the hottest paths may pass a clock.Coarse, which is

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
 )
 
 // A Reservation holds units that a caller has been admitted to spend but
@@ -31,7 +32,7 @@ type Reservation struct {
 // holds them if so. The Reservation's Decision tells whether it was
 // admitted; a denied one holds nothing. The error is AllowN's.
 func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservation, error) {
-	ops := []Op{{Kind: OpDecide, Table: l.table, Key: key, Now: l.now(), N: n}}
+	ops := []store.Op{{Kind: store.OpDecide, Table: l.table, Key: key, Now: l.now(), N: n}}
 	err := l.apply(ctx, ops)
 	op := &ops[0]
 	if err == nil {
@@ -72,7 +73,7 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 		r.done = true
 		return nil
 	}
-	err := r.l.apply(ctx, []Op{{Kind: OpRefund, Table: r.l.table, Key: r.key, Now: r.l.now(), N: r.n, Stamp: r.stamp}})
+	err := r.l.apply(ctx, []store.Op{{Kind: store.OpRefund, Table: r.l.table, Key: r.key, Now: r.l.now(), N: r.n, Stamp: r.stamp}})
 	if err == nil {
 		r.done = true
 	}

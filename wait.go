@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/floodgate/floodgate/store"
 )
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -66,7 +68,7 @@ const forever = time.Duration(math.MaxInt64)
 // then sleeps until that time; on cancellation it refunds them.
 func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget time.Duration) error {
 	now := l.now()
-	ops := []Op{{Kind: OpSchedule, Table: l.table, Key: key, Now: now, N: n, MaxWait: max(budget, 0)}}
+	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: now, N: n, MaxWait: max(budget, 0)}}
 	if err := l.apply(ctx, ops); err != nil {
 		l.errs.Add(1)
 		return err
@@ -86,7 +88,7 @@ func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget
 		t.Stop()
 		// Give back what is still held. The caller's context is done, so
 		// the refund runs without it.
-		refund := []Op{{Kind: OpRefund, Table: l.table, Key: key, Now: l.now(), N: n, Stamp: op.Stamp}}
+		refund := []store.Op{{Kind: store.OpRefund, Table: l.table, Key: key, Now: l.now(), N: n, Stamp: op.Stamp}}
 		if err := l.apply(context.WithoutCancel(ctx), refund); err != nil {
 			l.errs.Add(1)
 			return fmt.Errorf("%w (and the refund failed: %w)", ctx.Err(), err)

@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/store"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -26,7 +27,7 @@ auth: {token_file: token}
 `
 
 // newServer serves floodgate on a fake clock, with the token "t0ken".
-func newServer(t *testing.T, store floodgate.Store) (string, *clock.Fake) {
+func newServer(t *testing.T, store store.Store) (string, *clock.Fake) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := writeFile(dir+"/token", "t0ken\n"); err != nil {
@@ -122,10 +123,11 @@ func TestCheckAllEach(t *testing.T) {
 // brokenStore fails every call.
 type brokenStore struct{}
 
-func (brokenStore) Table(string, floodgate.Policy) (floodgate.Table, error) {
+func (brokenStore) Table(string, floodgate.Policy) (store.Table, error) {
 	return brokenStore{}, nil
 }
-func (brokenStore) Apply(context.Context, []floodgate.Op) error { return errors.New("down") }
+func (brokenStore) Apply(context.Context, []store.Op) error     { return errors.New("down") }
+func (brokenStore) ApplyEach(context.Context, []store.Op) error { return errors.New("down") }
 func (brokenStore) Decide(context.Context, string, int64, int64) (algo.Decision, error) {
 	return algo.Decision{}, errors.New("down")
 }

@@ -157,7 +157,7 @@
 //
 // # State and stores
 //
-// The counters live in a floodgate.Store: the memory store by default,
+// The counters live in a store.Store: the memory store by default,
 // or a file or Redis store shared by several processes, which then decide
 // together. Each domain's counters are in the table named "envoyrls/"
 // followed by the domain, under their rule's policy, keyed by the
@@ -166,7 +166,7 @@
 // bytes, so that a request with huge values cannot make the store hold
 // huge keys. SetConfig swaps configurations atomically, and rules that
 // did not change keep their counters. On a shared store a request's
-// descriptors are decided in one call of floodgate.ApplyEach, each as if
+// descriptors are decided in one call of the store's ApplyEach, each as if
 // alone (on Redis, one script call for the whole request); a counter that
 // appears twice in a request is decided the second time after the first,
 // as upstream's increments add up.

@@ -13,6 +13,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 )
 
 // t0 is the tests' starting instant: a whole number of days since the
@@ -83,14 +84,15 @@ type brokenStore struct {
 	err     error
 }
 
-func (s brokenStore) Table(name string, p floodgate.Policy) (floodgate.Table, error) {
+func (s brokenStore) Table(name string, p floodgate.Policy) (store.Table, error) {
 	if name == s.refused {
-		return nil, fmt.Errorf("brokenStore: %w: cannot hold %q", floodgate.ErrInvalidKey, name)
+		return nil, fmt.Errorf("brokenStore: %w: cannot hold %q", store.ErrInvalidKey, name)
 	}
 	return brokenTable{s.err}, nil
 }
 
-func (s brokenStore) Apply(context.Context, []floodgate.Op) error { return s.err }
+func (s brokenStore) Apply(context.Context, []store.Op) error     { return s.err }
+func (s brokenStore) ApplyEach(context.Context, []store.Op) error { return s.err }
 
 type brokenTable struct{ err error }
 

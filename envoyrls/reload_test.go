@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 )
 
 const (
@@ -131,18 +132,18 @@ func TestSetConfigInFlight(t *testing.T) {
 // gateStore holds the first decision (a Decide or an Apply) until
 // released.
 type gateStore struct {
-	floodgate.Store
+	store.Store
 	once             sync.Once
 	entered, release chan struct{}
 }
 
-func (g *gateStore) Table(name string, p floodgate.Policy) (floodgate.Table, error) {
+func (g *gateStore) Table(name string, p floodgate.Policy) (store.Table, error) {
 	t, err := g.Store.Table(name, p)
 	return gateTable{t, g}, err
 }
 
 type gateTable struct {
-	floodgate.Table
+	store.Table
 	g *gateStore
 }
 
@@ -156,12 +157,22 @@ func (t gateTable) Decide(ctx context.Context, key string, now, n int64) (algo.D
 
 // Apply holds the first call too, and passes the ops on to the inner
 // store's tables.
-func (g *gateStore) Apply(ctx context.Context, ops []floodgate.Op) error {
+// ApplyEach is Apply op by op.
+func (g *gateStore) ApplyEach(ctx context.Context, ops []store.Op) error {
+	for i := range ops {
+		if err := g.Apply(ctx, ops[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *gateStore) Apply(ctx context.Context, ops []store.Op) error {
 	g.once.Do(func() {
 		close(g.entered)
 		<-g.release
 	})
-	inner := make([]floodgate.Op, len(ops))
+	inner := make([]store.Op, len(ops))
 	for i, op := range ops {
 		if t, ok := op.Table.(gateTable); ok {
 			op.Table = t.Table

@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 )
 
 // MaxDescriptors is the most descriptors a request may carry; a request
@@ -39,7 +40,7 @@ const MaxDescriptors = 1024
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	store floodgate.Store
+	store store.Store
 	opts  options
 	cur   atomic.Pointer[bound]
 
@@ -65,7 +66,7 @@ type overrideKey struct {
 }
 
 type tableOrErr struct {
-	t   floodgate.Table
+	t   store.Table
 	err error
 }
 
@@ -78,7 +79,7 @@ const maxOverrides = 1024
 // floodgate.NewMemoryStore(0)). Each domain's limits live in the store
 // table named "envoyrls/" followed by the domain, so that services
 // sharing a store (several processes on one Redis) share their limits.
-func NewService(cfg *Config, store floodgate.Store, opts ...Option) *Service {
+func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 	o := defaults()
 	for _, opt := range opts {
 		opt.apply(&o)
@@ -86,10 +87,10 @@ func NewService(cfg *Config, store floodgate.Store, opts ...Option) *Service {
 	if _, real := o.clock.(clock.Real); real {
 		o.clock = nil
 	}
-	if store == nil {
-		store = floodgate.NewMemoryStore(0)
+	if st == nil {
+		st = floodgate.NewMemoryStore(0)
 	}
-	s := &Service{store: store, opts: o, overrides: make(map[overrideKey]tableOrErr)}
+	s := &Service{store: st, opts: o, overrides: make(map[overrideKey]tableOrErr)}
 	s.cur.Store(s.bind(cfg))
 	return s
 }
@@ -351,8 +352,8 @@ type outcome struct {
 // decideAll decides the descriptors todo (indexes of checks and outs). On
 // the memory store it decides them one after another. On another store,
 // where each decision is a round trip (Redis) or a transaction (a file),
-// the first descriptor of each counter goes in one call of
-// floodgate.ApplyEach, each decided as if alone (on Redis, one script
+// the first descriptor of each counter goes in one call of the store's
+// ApplyEach, each decided as if alone (on Redis, one script
 // call: a request of many descriptors costs one round trip, as upstream's
 // pipeline does); then the counters' later descriptors, rare, are decided
 // one at a time in request order, after their counter's first and its
@@ -369,12 +370,12 @@ func (s *Service) decideAll(ctx context.Context, checks []check, outs []outcome,
 		return
 	}
 	type counter struct {
-		t   floodgate.Table
+		t   store.Table
 		key string
 	}
 	seen := make(map[counter]bool, len(todo))
 	var first, later []int
-	ops := make([]floodgate.Op, 0, len(todo))
+	ops := make([]store.Op, 0, len(todo))
 	for _, i := range todo {
 		c := &checks[i]
 		if !c.r.onStore() || c.t.err != nil {
@@ -388,9 +389,9 @@ func (s *Service) decideAll(ctx context.Context, checks []check, outs []outcome,
 		}
 		seen[k] = true
 		first = append(first, i)
-		ops = append(ops, floodgate.Op{Kind: floodgate.OpDecide, Table: c.t.t, Key: outs[i].key, Now: now, N: outs[i].n})
+		ops = append(ops, store.Op{Kind: store.OpDecide, Table: c.t.t, Key: outs[i].key, Now: now, N: outs[i].n})
 	}
-	if err := floodgate.ApplyEach(ctx, s.store, ops); err != nil {
+	if err := s.store.ApplyEach(ctx, ops); err != nil {
 		for _, i := range todo {
 			outs[i].err = err
 		}
@@ -494,7 +495,7 @@ func (s *Service) status(ctx context.Context, c *check, key string, now int64, d
 // window is over too, even one that would fit in what was left; spending
 // the rest gives floodgate's window the same answers. It retries when a
 // concurrent request spent some of the rest first.
-func saturate(ctx context.Context, t floodgate.Table, key string, now, rest int64) error {
+func saturate(ctx context.Context, t store.Table, key string, now, rest int64) error {
 	for range 4 {
 		if rest <= 0 {
 			return nil

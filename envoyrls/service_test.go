@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/floodgate/floodgate/internal/redistest"
-	"github.com/floodgate/floodgate/redisstore"
 	"log/slog"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -659,13 +661,14 @@ descriptors:
   - key: team
     rate_limit: {unit: minute, requests_per_unit: 5, algorithm: token-bucket, burst: 2}
 `
-	// A store that is not an EachStore, and Redis, which is one (through a
-	// FailsafeStore, as floodgate serve has it).
+	// The memory store, which takes ApplyEach's ops one by one, and Redis,
+	// which takes them in one script call (through a FailsafeStore, as
+	// floodgate serve has it).
 	rs, err := redisstore.New(redistest.NewServer(t).Client(t), redisstore.WithCallerTime())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, store := range map[string]floodgate.Store{
+	for name, store := range map[string]store.Store{
 		"shared": sharedStore{floodgate.NewMemoryStore(0)},
 		"redis":  floodgate.Failsafe(rs, floodgate.FailsafeOptions{}),
 	} {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/store"
 )
 
 // defaultMaxBatch bounds the calls carried out in one transaction.
@@ -31,7 +31,7 @@ type batcher struct {
 
 // call is one Apply (or Decide) on its way to the file.
 type call struct {
-	ops   []floodgate.Op
+	ops   []store.Op
 	ctx   context.Context
 	state atomic.Int32 // waiting, then cancelled or taken
 	err   error
@@ -83,6 +83,51 @@ func (b *batcher) submit(c *call) error {
 		b.mu.Unlock()
 		return c.ctx.Err()
 	}
+}
+
+// submitAll carries out calls, each as if alone, and returns the first
+// error among them: in one transaction when the file is free, else in the
+// transactions that take the pending calls, in order.
+func (b *batcher) submitAll(calls []*call) error {
+	b.mu.Lock()
+	if !b.busy {
+		b.busy = true
+		b.mu.Unlock()
+		b.store.run(calls)
+		b.next()
+		return firstErr(calls)
+	}
+	for _, c := range calls {
+		c.done = make(chan struct{})
+	}
+	b.pending = append(b.pending, calls...)
+	b.mu.Unlock()
+	for _, c := range calls {
+		select {
+		case <-c.done:
+		case <-c.ctx.Done():
+			if c.state.CompareAndSwap(waiting, cancelled) {
+				b.mu.Lock()
+				if i := slices.Index(b.pending, c); i >= 0 {
+					b.pending = slices.Delete(b.pending, i, i+1)
+				}
+				b.mu.Unlock()
+				c.err = c.ctx.Err()
+				continue
+			}
+			<-c.done
+		}
+	}
+	return firstErr(calls)
+}
+
+func firstErr(calls []*call) error {
+	for _, c := range calls {
+		if c.err != nil {
+			return c.err
+		}
+	}
+	return nil
 }
 
 // next ends a transaction: it hands the calls that came meanwhile to a

@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/filestore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storetest"
 )
 
@@ -22,27 +23,27 @@ func TestBatchDecidesAsIfAlone(t *testing.T) {
 	fs := openStore(t, path)
 	mem := floodgate.NewMemoryStore(0)
 	policies := []string{"token-bucket 3/1s burst=4", "sliding-log 5/1m"}
-	var tf, tm []floodgate.Table
+	var tf, tm []store.Table
 	for _, p := range policies {
 		tf = append(tf, table(t, fs, "n", p))
 		tm = append(tm, table(t, mem, "n", p))
 	}
 	r := rand.New(rand.NewPCG(3, 5))
 	const calls = 60
-	var opsF, opsM [calls][]floodgate.Op
+	var opsF, opsM [calls][]store.Op
 	for i := range calls {
 		for range 1 + r.IntN(3) {
 			ti := r.IntN(2)
-			op := floodgate.Op{Key: fmt.Sprint("k", r.IntN(2)), Now: t0 + int64(i)*int64(100*time.Millisecond), N: int64(r.IntN(6))}
+			op := store.Op{Key: fmt.Sprint("k", r.IntN(2)), Now: t0 + int64(i)*int64(100*time.Millisecond), N: int64(r.IntN(6))}
 			switch r.IntN(8) {
 			case 0:
-				op.Kind, op.MaxWait = floodgate.OpSchedule, time.Second
+				op.Kind, op.MaxWait = store.OpSchedule, time.Second
 			case 1:
-				op.Kind = floodgate.OpReset
+				op.Kind = store.OpReset
 			case 2:
-				op.Kind, op.N = floodgate.OpDecide, -1
+				op.Kind, op.N = store.OpDecide, -1
 			default:
-				op.Kind = floodgate.OpDecide
+				op.Kind = store.OpDecide
 			}
 			f, m := op, op
 			f.Table, m.Table = tf[ti], tm[ti]

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/filestore"
+	"github.com/floodgate/floodgate/store"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -62,7 +62,7 @@ const diskFullBatch = 50
 
 // childDiskFull is TestDiskFull's child: it fills the file, 50 keys per
 // Apply, until a call fails, and checks that the failed call left nothing.
-func childDiskFull(t *testing.T, s *filestore.Store, tb floodgate.Table) {
+func childDiskFull(t *testing.T, s *filestore.Store, tb store.Table) {
 	fi, err := os.Stat(s.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -78,9 +78,9 @@ func childDiskFull(t *testing.T, s *filestore.Store, tb floodgate.Table) {
 	}
 	pad := strings.Repeat("x", 200)
 	for i := range 10000 {
-		ops := make([]floodgate.Op, diskFullBatch)
+		ops := make([]store.Op, diskFullBatch)
 		for j := range ops {
-			ops[j] = floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: fmt.Sprint(i, "-", j, pad), Now: t0, N: 1}
+			ops[j] = store.Op{Kind: store.OpDecide, Table: tb, Key: fmt.Sprint(i, "-", j, pad), Now: t0, N: 1}
 		}
 		if err := s.Apply(ctx, ops); err != nil {
 			fmt.Println("err", err)

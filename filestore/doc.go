@@ -58,7 +58,7 @@
 // key, and keys that start with a NUL byte, after a NUL byte), and a value
 // is the key's algo.State in its binary form. A key, so stored, may be up
 // to 32 KiB (bolt.MaxKeySize); a longer one is an error wrapping
-// floodgate.ErrInvalidKey. The bucket "%floodgate" holds the store's own
+// store.ErrInvalidKey. The bucket "%floodgate" holds the store's own
 // records. A new file gets mode 0666 less the umask, as os.Create gives:
 // every user whose programs share the limits must be able to write it.
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/tablename"
+	"github.com/floodgate/floodgate/store"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -184,13 +185,13 @@ func (s *Store) Close() error {
 // Path returns the file's path, as given to Open.
 func (s *Store) Path() string { return s.path }
 
-// Table implements floodgate.Store. The keys of the limiter named name
+// Table implements store.Store. The keys of the limiter named name
 // live in the bbolt bucket named name, with '%', ':', '{', '}' and '@'
 // escaped as in URLs, then "@" and the policy (escaped alike) when name
 // is not the policy's own string (the default name). A name longer than
 // a bucket name may be (bolt.MaxKeySize bytes, escaped) is refused with
-// an error wrapping floodgate.ErrInvalidKey.
-func (s *Store) Table(name string, p floodgate.Policy) (floodgate.Table, error) {
+// an error wrapping store.ErrInvalidKey.
+func (s *Store) Table(name string, p floodgate.Policy) (store.Table, error) {
 	if p.IsZero() {
 		return nil, fmt.Errorf("filestore: %w: the zero Policy", floodgate.ErrInvalidPolicy)
 	}
@@ -203,7 +204,7 @@ func (s *Store) Table(name string, p floodgate.Policy) (floodgate.Table, error) 
 	bucket := tablename.Of(name, p)
 	if len(bucket) > bolt.MaxKeySize {
 		return nil, fmt.Errorf("filestore: %w: a limiter name of %d bytes (%d escaped, with the policy), more than bbolt's %d",
-			floodgate.ErrInvalidKey, len(name), len(bucket), bolt.MaxKeySize)
+			store.ErrInvalidKey, len(name), len(bucket), bolt.MaxKeySize)
 	}
 	t := &table{store: s, policy: p, bucket: []byte(bucket)}
 	s.tables[k] = t
@@ -238,14 +239,14 @@ type table struct {
 	bucket []byte
 }
 
-// Decide implements floodgate.Table: one op, in one transaction with
+// Decide implements store.Table: one op, in one transaction with
 // whatever other calls of this Store are waiting for the file.
 func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return algo.Decision{}, err
 	}
 	c := &single{}
-	c.ops[0] = floodgate.Op{Kind: floodgate.OpDecide, Table: t, Key: key, Now: now, N: n}
+	c.ops[0] = store.Op{Kind: store.OpDecide, Table: t, Key: key, Now: now, N: n}
 	if err := t.store.check(0, &c.ops[0]); err != nil {
 		return algo.Decision{}, err
 	}
@@ -259,28 +260,28 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 // single is a call of one op, made with one allocation.
 type single struct {
 	call
-	ops [1]floodgate.Op
+	ops [1]store.Op
 }
 
 // check validates op i of an Apply before the file is opened: its table
 // and its key. Times and costs are Op.Carry's to check.
-func (s *Store) check(i int, op *floodgate.Op) error {
+func (s *Store) check(i int, op *store.Op) error {
 	t, ok := op.Table.(*table)
 	if !ok || t.store != s {
-		return fmt.Errorf("filestore: op %d: %w", i, floodgate.ErrForeignTable)
+		return fmt.Errorf("filestore: op %d: %w", i, store.ErrForeignTable)
 	}
 	if n := storedLen(op.Key); n > bolt.MaxKeySize {
-		return fmt.Errorf("filestore: op %d: %w: a key of %d bytes, more than bbolt's %d", i, floodgate.ErrInvalidKey, len(op.Key), bolt.MaxKeySize-(n-len(op.Key)))
+		return fmt.Errorf("filestore: op %d: %w: a key of %d bytes, more than bbolt's %d", i, store.ErrInvalidKey, len(op.Key), bolt.MaxKeySize-(n-len(op.Key)))
 	}
 	return nil
 }
 
-// Apply implements floodgate.Store: the ops are carried out in one bbolt
+// Apply implements store.Store: the ops are carried out in one bbolt
 // transaction, committed (and synced to disk) only when every OpDecide
 // and OpSchedule is admitted and something changed. Calls of this Store
 // that wait for the file at the same time share one transaction, each
 // carried out as if alone, in the order they came.
-func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
+func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -293,6 +294,28 @@ func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
 		return nil
 	}
 	return s.batch.submit(&call{ops: ops, ctx: ctx})
+}
+
+// ApplyEach implements store.Store: each op is a call of its own, carried
+// out as if alone, and the calls go to the file together: in one
+// transaction when it is free.
+func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i := range ops {
+		if err := s.check(i, &ops[i]); err != nil {
+			return err
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	calls := make([]*call, len(ops))
+	for i := range ops {
+		calls[i] = &call{ops: ops[i : i+1], ctx: ctx}
+	}
+	return s.batch.submitAll(calls)
 }
 
 // run carries out calls in one transaction and tells each caller.

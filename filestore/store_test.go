@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/filestore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storetest"
 	bolt "go.etcd.io/bbolt"
 )
@@ -40,7 +41,7 @@ func openStore(t testing.TB, path string, opts ...filestore.Option) *filestore.S
 	return s
 }
 
-func table(t testing.TB, s floodgate.Store, name, policy string) floodgate.Table {
+func table(t testing.TB, s store.Store, name, policy string) store.Table {
 	t.Helper()
 	tb, err := s.Table(name, floodgate.MustParsePolicy(policy))
 	if err != nil {
@@ -107,11 +108,11 @@ func keyCounts(t *testing.T, path string) map[string]int {
 
 // The conformance suite, opening the file for every call, and holding it.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) floodgate.Store { return newStore(t) })
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 }
 
 func TestConformanceHold(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) floodgate.Store { return newStore(t, filestore.WithHold()) })
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, filestore.WithHold()) })
 }
 
 // Open creates the file, and only the file; not its directory.
@@ -140,7 +141,7 @@ func TestStoresShareTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	a, b := openStore(t, path), openStore(t, path)
 	ta, tb := table(t, a, "n", "fixed-window 3/1m"), table(t, b, "n", "fixed-window 3/1m")
-	for i, x := range []floodgate.Table{ta, tb, ta, tb} {
+	for i, x := range []store.Table{ta, tb, ta, tb} {
 		d, err := x.Decide(ctx, "k", t0, 1)
 		if err != nil || d.Allowed != (i < 3) {
 			t.Fatalf("decision %d: %+v %v", i, d, err)
@@ -163,7 +164,7 @@ func TestLockTimeout(t *testing.T) {
 	if waited := time.Since(start); waited < 50*time.Millisecond || waited > 5*time.Second {
 		t.Errorf("waited %v for a lock timeout of 50ms", waited)
 	}
-	ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: t0, N: 1}}
+	ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: t0, N: 1}}
 	if err := s.Apply(ctx, ops); !errors.Is(err, filestore.ErrLocked) {
 		t.Fatalf("Apply on a held file: %v", err)
 	}
@@ -300,9 +301,9 @@ func TestCorruptValue(t *testing.T) {
 		if !errors.Is(err, filestore.ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%q", k)) {
 			t.Fatalf("Decide on %q: %v, want ErrCorrupt naming the key", k, err)
 		}
-		ops := []floodgate.Op{
-			{Kind: floodgate.OpDecide, Table: tb, Key: "good", Now: t0, N: 1},
-			{Kind: floodgate.OpDecide, Table: tb, Key: k, Now: t0, N: 1},
+		ops := []store.Op{
+			{Kind: store.OpDecide, Table: tb, Key: "good", Now: t0, N: 1},
+			{Kind: store.OpDecide, Table: tb, Key: k, Now: t0, N: 1},
 		}
 		if err := s.Apply(ctx, ops); !errors.Is(err, filestore.ErrCorrupt) {
 			t.Fatalf("Apply with %q: %v", k, err)
@@ -318,7 +319,7 @@ func TestCorruptValue(t *testing.T) {
 		return nil
 	})
 	// A reset needs no state: it deletes the corrupt value.
-	if err := s.Apply(ctx, []floodgate.Op{{Kind: floodgate.OpReset, Table: tb, Key: "bad", Now: t0}}); err != nil {
+	if err := s.Apply(ctx, []store.Op{{Kind: store.OpReset, Table: tb, Key: "bad", Now: t0}}); err != nil {
 		t.Fatalf("a reset of a corrupt key: %v", err)
 	}
 	if d, err := tb.Decide(ctx, "bad", t0, 1); err != nil || d.Remaining != 4 {
@@ -342,15 +343,15 @@ func TestBadKeys(t *testing.T) {
 	s := openStore(t, path)
 	tb := table(t, s, "n", "fixed-window 1/1m")
 	long := strings.Repeat("k", bolt.MaxKeySize+1)
-	if _, err := tb.Decide(ctx, long, t0, 1); !errors.Is(err, floodgate.ErrInvalidKey) {
+	if _, err := tb.Decide(ctx, long, t0, 1); !errors.Is(err, store.ErrInvalidKey) {
 		t.Fatalf("a key of %d bytes: %v", len(long), err)
 	}
 	nulLong := "\x00" + strings.Repeat("k", bolt.MaxKeySize-1) // stored with one more byte
-	ops := []floodgate.Op{
-		{Kind: floodgate.OpDecide, Table: tb, Key: "fine", Now: t0, N: 1},
-		{Kind: floodgate.OpDecide, Table: tb, Key: nulLong, Now: t0, N: 1},
+	ops := []store.Op{
+		{Kind: store.OpDecide, Table: tb, Key: "fine", Now: t0, N: 1},
+		{Kind: store.OpDecide, Table: tb, Key: nulLong, Now: t0, N: 1},
 	}
-	if err := s.Apply(ctx, ops); !errors.Is(err, floodgate.ErrInvalidKey) {
+	if err := s.Apply(ctx, ops); !errors.Is(err, store.ErrInvalidKey) {
 		t.Fatalf("Apply with a key bbolt cannot hold: %v", err)
 	}
 	keys := []string{"", "\x00", "\x00\x00", "k", "\x00k", strings.Repeat("k", bolt.MaxKeySize)}
@@ -362,7 +363,7 @@ func TestBadKeys(t *testing.T) {
 	if n := keyCounts(t, path)["n@fixed-window 1/1m"]; n != len(keys) {
 		t.Fatalf("%d keys stored, want %d", n, len(keys))
 	}
-	if _, err := s.Table(strings.Repeat("n", bolt.MaxKeySize), floodgate.MustParsePolicy("fixed-window 1/1m")); !errors.Is(err, floodgate.ErrInvalidKey) {
+	if _, err := s.Table(strings.Repeat("n", bolt.MaxKeySize), floodgate.MustParsePolicy("fixed-window 1/1m")); !errors.Is(err, store.ErrInvalidKey) {
 		t.Fatalf("a limiter name too long for a bucket: %v", err)
 	}
 	if _, err := s.Table("n", floodgate.Policy{}); !errors.Is(err, floodgate.ErrInvalidPolicy) {
@@ -398,9 +399,9 @@ func TestDrainedKeysDeleted(t *testing.T) {
 	const perTable = 30
 	for _, pol := range policies {
 		tb := table(t, s, "t", pol)
-		var ops []floodgate.Op
+		var ops []store.Op
 		for i := range perTable {
-			ops = append(ops, floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: fmt.Sprint("k", i), Now: t0, N: 1})
+			ops = append(ops, store.Op{Kind: store.OpDecide, Table: tb, Key: fmt.Sprint("k", i), Now: t0, N: 1})
 		}
 		if err := s.Apply(ctx, ops); err != nil {
 			t.Fatal(err)

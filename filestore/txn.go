@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/tablename"
+	"github.com/floodgate/floodgate/store"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -99,7 +99,7 @@ func (x *txn) carry(c *call) error {
 			s := sl.s.Clone()
 			if sl.err != nil {
 				// A reset needs no state: it is the way to recover.
-				if op.Kind != floodgate.OpReset {
+				if op.Kind != store.OpReset {
 					return sl.err
 				}
 				s = algo.State{}
@@ -112,7 +112,7 @@ func (x *txn) carry(c *call) error {
 		if err != nil {
 			return fmt.Errorf("filestore: op %d on %q: %w", i, op.Key, err)
 		}
-		if op.Kind != floodgate.OpReset { // a reset's time goes unchecked and unused
+		if op.Kind != store.OpReset { // a reset's time goes unchecked and unused
 			latest = max(latest, op.Now)
 		}
 		if !ok {

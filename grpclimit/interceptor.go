@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/store"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -39,7 +40,7 @@ import (
 //
 // When the interceptor cannot decide:
 //   - a key function's error wrapping ErrNoKey, or a key the store refuses
-//     (floodgate.ErrInvalidKey): codes.InvalidArgument;
+//     (store.ErrInvalidKey): codes.InvalidArgument;
 //   - any other key function's error, and a negative cost: codes.Internal;
 //   - a limiter's error: its failure mode (floodgate.Failsafe) decides. If
 //     it admits with an error (dry-run mode), the call goes through; if it
@@ -406,7 +407,7 @@ func (i *Interceptor) dryRun(dc *decisionContext, method string, k int) {
 // keyError returns the status of a call whose key could not be found.
 func (i *Interceptor) keyError(ctx context.Context, method string, err error) error {
 	i.keyErrors.Add(1)
-	if errors.Is(err, ErrNoKey) || errors.Is(err, floodgate.ErrInvalidKey) {
+	if errors.Is(err, ErrNoKey) || errors.Is(err, store.ErrInvalidKey) {
 		return status.Error(codes.InvalidArgument, "the call does not say who is making it, so it cannot be rate-limited")
 	}
 	i.logError(ctx, method, "grpclimit: key function failed", err)
@@ -419,7 +420,7 @@ func (i *Interceptor) limiterError(ctx context.Context, method string, err error
 	i.failures.Add(1)
 	i.logError(ctx, method, "grpclimit: limiter failed; call refused", err)
 	switch {
-	case errors.Is(err, floodgate.ErrInvalidKey):
+	case errors.Is(err, store.ErrInvalidKey):
 		return status.Error(codes.InvalidArgument, "the call does not say who is making it, so it cannot be rate-limited")
 	case errors.Is(err, floodgate.ErrInvalidCost):
 		return status.Error(codes.Internal, "the server could not rate-limit this call")

@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/httplimit"
+	"github.com/floodgate/floodgate/store"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -366,10 +367,11 @@ type brokenStore struct{}
 
 var errBroken = errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
 
-func (brokenStore) Table(string, floodgate.Policy) (floodgate.Table, error) {
+func (brokenStore) Table(string, floodgate.Policy) (store.Table, error) {
 	return brokenStore{}, nil
 }
-func (brokenStore) Apply(context.Context, []floodgate.Op) error { return errBroken }
+func (brokenStore) Apply(context.Context, []store.Op) error     { return errBroken }
+func (brokenStore) ApplyEach(context.Context, []store.Op) error { return errBroken }
 func (brokenStore) Decide(context.Context, string, int64, int64) (algo.Decision, error) {
 	return algo.Decision{}, errBroken
 }
@@ -377,19 +379,19 @@ func (brokenStore) Decide(context.Context, string, int64, int64) (algo.Decision,
 func TestLimiterError(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		store func(*clock.Fake) floodgate.Store
+		store func(*clock.Fake) store.Store
 		dry   bool
 		code  codes.Code
 		retry time.Duration
 	}{
-		{"no failsafe", func(*clock.Fake) floodgate.Store { return brokenStore{} }, false, codes.Unavailable, time.Second},
-		{"fail closed", func(fc *clock.Fake) floodgate.Store {
+		{"no failsafe", func(*clock.Fake) store.Store { return brokenStore{} }, false, codes.Unavailable, time.Second},
+		{"fail closed", func(fc *clock.Fake) store.Store {
 			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Cooldown: 5 * time.Second, Clock: fc})
 		}, false, codes.Unavailable, 5 * time.Second},
-		{"fail open", func(fc *clock.Fake) floodgate.Store {
+		{"fail open", func(fc *clock.Fake) store.Store {
 			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Clock: fc})
 		}, false, codes.OK, -1},
-		{"dry run", func(*clock.Fake) floodgate.Store { return brokenStore{} }, true, codes.OK, -1},
+		{"dry run", func(*clock.Fake) store.Store { return brokenStore{} }, true, codes.OK, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := clock.NewFake(t0)

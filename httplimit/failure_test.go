@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 )
 
 // brokenStore stands for a store whose server cannot be reached: every
@@ -23,10 +24,11 @@ type brokenStore struct{}
 
 var errBroken = errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
 
-func (brokenStore) Table(string, floodgate.Policy) (floodgate.Table, error) {
+func (brokenStore) Table(string, floodgate.Policy) (store.Table, error) {
 	return brokenStore{}, nil
 }
-func (brokenStore) Apply(context.Context, []floodgate.Op) error { return errBroken }
+func (brokenStore) Apply(context.Context, []store.Op) error     { return errBroken }
+func (brokenStore) ApplyEach(context.Context, []store.Op) error { return errBroken }
 func (brokenStore) Decide(context.Context, string, int64, int64) (algo.Decision, error) {
 	return algo.Decision{}, errBroken
 }
@@ -53,24 +55,24 @@ func TestStoreFailure(t *testing.T) {
 	p := floodgate.FixedWindow(2, time.Minute)
 	for _, tc := range []struct {
 		name       string
-		store      func(*clock.Fake) floodgate.Store
+		store      func(*clock.Fake) store.Store
 		dryRun     bool
 		statuses   string // of four requests
 		retryAfter string // of the last
 		stats      Stats
 	}{
-		{"no failsafe", func(*clock.Fake) floodgate.Store { return brokenStore{} }, false,
+		{"no failsafe", func(*clock.Fake) store.Store { return brokenStore{} }, false,
 			"503 503 503 503", "1", Stats{Errors: 4}},
-		{"fail closed", func(fc *clock.Fake) floodgate.Store {
+		{"fail closed", func(fc *clock.Fake) store.Store {
 			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailClosed, Cooldown: 5 * time.Second, Clock: fc})
 		}, false, "503 503 503 503", "5", Stats{Errors: 4}},
-		{"fail open", func(fc *clock.Fake) floodgate.Store {
+		{"fail open", func(fc *clock.Fake) store.Store {
 			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Clock: fc})
 		}, false, "200 200 200 200", "", Stats{}},
-		{"fail local", func(fc *clock.Fake) floodgate.Store {
+		{"fail local", func(fc *clock.Fake) store.Store {
 			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailLocal, Clock: fc})
 		}, false, "200 200 429 429", "60", Stats{Denied: 2}},
-		{"dry run", func(*clock.Fake) floodgate.Store { return brokenStore{} }, true,
+		{"dry run", func(*clock.Fake) store.Store { return brokenStore{} }, true,
 			"200 200 200 200", "", Stats{ServedOnError: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/store"
 )
 
 // Middleware limits the rate of the requests that reach a handler: one
@@ -46,7 +47,7 @@ import (
 // else as follows:
 //   - A key function's error wrapping ErrNoKey (no such header, cookie or
 //     context value), or a store refusing the key
-//     (floodgate.ErrInvalidKey): 400 Bad Request. The client can fix it.
+//     (store.ErrInvalidKey): 400 Bad Request. The client can fix it.
 //   - Any other key function's error, and a negative cost: 500 Internal
 //     Server Error, logged.
 //   - A limiter's error (its store failing): what the limiter decided
@@ -426,7 +427,7 @@ func (m *Middleware) dryRun(r *http.Request, dc *decisionContext, i int) {
 func (m *Middleware) keyError(w http.ResponseWriter, r *http.Request, err error) {
 	m.keyErrors.Add(1)
 	status := http.StatusBadRequest
-	if !errors.Is(err, ErrNoKey) && !errors.Is(err, floodgate.ErrInvalidKey) {
+	if !errors.Is(err, ErrNoKey) && !errors.Is(err, store.ErrInvalidKey) {
 		status = http.StatusInternalServerError
 		m.logError(r, "httplimit: key function failed", err)
 	}
@@ -451,7 +452,7 @@ func (m *Middleware) limiterError(w http.ResponseWriter, r *http.Request, err er
 		return
 	}
 	switch {
-	case errors.Is(err, floodgate.ErrInvalidKey):
+	case errors.Is(err, store.ErrInvalidKey):
 		problem(w, r, http.StatusBadRequest, "The request does not say who is making it, so it cannot be rate-limited.")
 	case errors.Is(err, floodgate.ErrInvalidCost):
 		problem(w, r, http.StatusInternalServerError, "The server could not rate-limit this request.")

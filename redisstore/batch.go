@@ -16,6 +16,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -43,7 +44,7 @@ type batcher struct {
 }
 
 type call struct {
-	ops  []*floodgate.Op
+	ops  []*store.Op
 	slot uint16
 	ctx  context.Context
 	err  error
@@ -54,7 +55,7 @@ type call struct {
 // do carries out ops, all in slot, and returns when they are done or ctx
 // is. A call whose context ends while its script is out may still take
 // effect.
-func (b *batcher) do(ctx context.Context, ops []*floodgate.Op, slot uint16) error {
+func (b *batcher) do(ctx context.Context, ops []*store.Op, slot uint16) error {
 	return b.submit(&call{ops: ops, slot: slot, ctx: ctx})
 }
 
@@ -62,14 +63,14 @@ func (b *batcher) do(ctx context.Context, ops []*floodgate.Op, slot uint16) erro
 // done channel with it.
 type single struct {
 	call
-	op  floodgate.Op
-	ops [1]*floodgate.Op
+	op  store.Op
+	ops [1]*store.Op
 }
 
 var singles = sync.Pool{New: func() any { return &single{call: call{done: make(chan struct{}, 1)}} }}
 
 // decide carries out op alone (see do).
-func (b *batcher) decide(ctx context.Context, op floodgate.Op, slot uint16) (floodgate.Op, error) {
+func (b *batcher) decide(ctx context.Context, op store.Op, slot uint16) (store.Op, error) {
 	c := singles.Get().(*single)
 	c.op = op
 	c.ops[0] = &c.op
@@ -314,7 +315,7 @@ func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][
 // times, unused, go as zeros. A lone decision goes in the script's short
 // form (encodeOne).
 func (s *Store) encode(e *encoder, calls []*call) {
-	if len(calls) == 1 && len(calls[0].ops) == 1 && calls[0].ops[0].Kind == floodgate.OpDecide {
+	if len(calls) == 1 && len(calls[0].ops) == 1 && calls[0].ops[0].Kind == store.OpDecide {
 		s.encodeOne(e, calls[0].ops[0])
 		return
 	}
@@ -347,9 +348,9 @@ func (s *Store) encode(e *encoder, calls []*call) {
 			b = binary.LittleEndian.AppendUint32(b, uint32(slices.Index(tables, t)+1))
 			b = appendDoubles(b, sec, ns, op.N)
 			switch op.Kind {
-			case floodgate.OpSchedule:
+			case store.OpSchedule:
 				b = append(strconv.AppendInt(b, max(int64(op.MaxWait), 0), 10), 0)
-			case floodgate.OpRefund:
+			case store.OpRefund:
 				st := op.Stamp
 				if st.TAT < 0 || st.Frac < 0 || st.Frac >= t.policy.Limit() {
 					st.TAT, st.Frac = 0, t.policy.Limit() // not a bucket's stamp: refunds nothing
@@ -419,7 +420,7 @@ func (e *encoder) reset() {
 
 // encodeOne writes the arguments of one decision alone, the commonest
 // call, in the script's short form (one in lua/batch.lua).
-func (s *Store) encodeOne(e *encoder, op *floodgate.Op) {
+func (s *Store) encodeOne(e *encoder, op *store.Op) {
 	t := op.Table.(*table)
 	e.keys = append(e.keys, t.prefix+op.Key)
 	if !s.cfg.callerTime {
@@ -481,7 +482,7 @@ const opFields = 7
 
 // decodeOp sets op from its reply values v; now is the time the script
 // decided at, in ns (Redis's in server mode).
-func decodeOp(op *floodgate.Op, now int64, v *[opFields]int64) {
+func decodeOp(op *store.Op, now int64, v *[opFields]int64) {
 	code := v[0]
 	d := algo.Decision{Allowed: code == 1, Remaining: v[1]}
 	if v[2] == -1 {
@@ -492,7 +493,7 @@ func decodeOp(op *floodgate.Op, now int64, v *[opFields]int64) {
 	d.ResetAfter = time.Duration(v[3])
 	atDelta, tatDelta, frac := v[4], v[5], v[6]
 	op.Err, op.At, op.Stamp, op.Decision = nil, 0, algo.Stamp{}, algo.Decision{}
-	if op.Kind != floodgate.OpDecide && op.Kind != floodgate.OpSchedule {
+	if op.Kind != store.OpDecide && op.Kind != store.OpSchedule {
 		return
 	}
 	op.Decision = d

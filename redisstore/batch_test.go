@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -147,8 +148,8 @@ func TestCorruptReply(t *testing.T) {
 		{"a missing big", doubles(1, 2, 1, 5, 0, -2, 0, 0, 0), "a duration past 2^53"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			op := &floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: "k", N: 1}
-			c := &call{ops: []*floodgate.Op{op}}
+			op := &store.Op{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}
+			c := &call{ops: []*store.Op{op}}
 			s.decode([]*call{c}, tc.reply, nil)
 			if !errors.Is(c.err, ErrCorrupt) || !strings.Contains(c.err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrCorrupt saying %q", c.err, tc.want)
@@ -160,8 +161,8 @@ func TestCorruptReply(t *testing.T) {
 	}
 	// The same shapes, well formed: a duration past 2^53 comes from the
 	// decimals after the doubles.
-	op := &floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: "k", N: 1}
-	c := &call{ops: []*floodgate.Op{op}}
+	op := &store.Op{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}
+	c := &call{ops: []*store.Op{op}}
 	s.decode([]*call{c}, doubles(1, 2, 1, 5, -1, -2, 0, 0, 0)+"9007199254740993", nil)
 	if c.err != nil {
 		t.Fatal(c.err)
@@ -189,8 +190,8 @@ func FuzzReply(f *testing.F) {
 		s := &Store{}
 		var calls []*call
 		for range nops % 4 {
-			op := &floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: "k", N: 1}
-			calls = append(calls, &call{ops: []*floodgate.Op{op}})
+			op := &store.Op{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}
+			calls = append(calls, &call{ops: []*store.Op{op}})
 		}
 		s.decode(calls, string(reply), nil)
 		for _, c := range calls {

@@ -88,7 +88,7 @@
 // on each for a bucket and 2.7 µs for a fixed window (3.7 µs and 4.4 µs on
 // the general path), and 7.3 µs on a call of one.
 //
-// Store.ApplyEach (floodgate.ApplyEach, floodgate.AllowEach) carries many
+// Store.ApplyEach (through floodgate.AllowEach) carries many
 // independent operations, each decided as if alone, in one script call of
 // its own (one per hash slot on a Cluster, in one pipeline): a request
 // that checks 100 limits costs one round trip. floodgate serve decides an

@@ -15,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -120,7 +121,7 @@ func TestServerClockStamps(t *testing.T) {
 		p := floodgate.MustParsePolicy(policy)
 		tb, _ := s.Table(policy, p)
 		before := c.Time(ctx).Val().UnixNano()
-		ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: 42, N: 4}}
+		ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: 42, N: 4}}
 		if err := s.Apply(ctx, ops); err != nil || !ops[0].Decision.Allowed {
 			t.Fatalf("%s: %+v %v", policy, ops[0], err)
 		}
@@ -140,7 +141,7 @@ func TestServerClockStamps(t *testing.T) {
 		if d, _ := tb.Decide(ctx, "k", 0, 0); d.Remaining != 6 {
 			t.Errorf("%s: %d remaining after 4 of 10, want 6", policy, d.Remaining)
 		}
-		refund := []floodgate.Op{{Kind: floodgate.OpRefund, Table: tb, Key: "k", Now: 42, N: 4, Stamp: st}}
+		refund := []store.Op{{Kind: store.OpRefund, Table: tb, Key: "k", Now: 42, N: 4, Stamp: st}}
 		if err := s.Apply(ctx, refund); err != nil {
 			t.Fatal(err)
 		}
@@ -160,14 +161,14 @@ func TestDrainedKeysAreDeleted(t *testing.T) {
 		p := floodgate.MustParsePolicy(policy)
 		tb, _ := s.Table(policy, p)
 		key := redisstore.KeyOf(tb, "k")
-		ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: t0, N: 2}}
+		ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: t0, N: 2}}
 		if err := s.Apply(ctx, ops); err != nil || !ops[0].Decision.Allowed {
 			t.Fatalf("%s: %+v %v", policy, ops[0], err)
 		}
 		if n := c.Exists(ctx, key).Val(); n != 1 {
 			t.Fatalf("%s: key %q missing after an admitted event", policy, key)
 		}
-		refund := []floodgate.Op{{Kind: floodgate.OpRefund, Table: tb, Key: "k", Now: t0, N: 2, Stamp: ops[0].Stamp}}
+		refund := []store.Op{{Kind: store.OpRefund, Table: tb, Key: "k", Now: t0, N: 2, Stamp: ops[0].Stamp}}
 		if err := s.Apply(ctx, refund); err != nil {
 			t.Fatal(err)
 		}

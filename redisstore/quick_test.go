@@ -9,6 +9,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store"
 )
 
 var quickPrefixes atomic.Int64
@@ -81,13 +82,13 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 				}
 				for _, calls := range [][][]op{before, script} {
 					var sent []*call
-					var want [][]floodgate.Op
+					var want [][]store.Op
 					for _, group := range calls {
 						cl := &call{ctx: ctx}
-						var m []floodgate.Op
+						var m []store.Op
 						for _, o := range group {
-							cl.ops = append(cl.ops, &floodgate.Op{Kind: floodgate.OpDecide, Table: tb, Key: o.key, Now: now, N: o.n})
-							m = append(m, floodgate.Op{Kind: floodgate.OpDecide, Table: mtb, Key: o.key, Now: now, N: o.n})
+							cl.ops = append(cl.ops, &store.Op{Kind: store.OpDecide, Table: tb, Key: o.key, Now: now, N: o.n})
+							m = append(m, store.Op{Kind: store.OpDecide, Table: mtb, Key: o.key, Now: now, N: o.n})
 						}
 						if err := mem.Apply(ctx, m); err != nil {
 							t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storetest"
 	"github.com/redis/go-redis/v9"
 )
@@ -19,7 +20,7 @@ import (
 func TestConformanceEval(t *testing.T) {
 	c := redistest.SharedServer(t).Client(t)
 	n := 0
-	storetest.Run(t, func(t *testing.T) floodgate.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		n++
 		s, err := New(c, WithPrefix("eval"+time.Now().Format("150405.000000000")+":"), WithCallerTime(), WithMinTTL(time.Hour))
 		if err != nil {
@@ -45,7 +46,7 @@ func TestFunctionLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb, _ := s.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
-	decide := func(s *Store, tb floodgate.Table, want int64) {
+	decide := func(s *Store, tb store.Table, want int64) {
 		t.Helper()
 		d, err := tb.Decide(ctx, "k", 1e9, 1)
 		if err != nil || !d.Allowed || d.Remaining != want {
@@ -78,7 +79,7 @@ func TestFunctionLibrary(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: fmt.Sprint("many", i), Now: 1e9, N: 1}}
+			ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: fmt.Sprint("many", i), Now: 1e9, N: 1}}
 			if err := s.ApplyEach(ctx, ops); err != nil || !ops[0].Decision.Allowed {
 				t.Errorf("caller %d after FUNCTION FLUSH: %+v %v", i, ops[0].Decision, err)
 			}
@@ -116,9 +117,9 @@ func TestFunctionLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb3, _ := s3.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
-	ops := make([]floodgate.Op, 12)
+	ops := make([]store.Op, 12)
 	for i := range ops {
-		ops[i] = floodgate.Op{Kind: floodgate.OpDecide, Table: tb3, Key: string(rune('a' + i)), Now: 1e9, N: 1}
+		ops[i] = store.Op{Kind: store.OpDecide, Table: tb3, Key: string(rune('a' + i)), Now: 1e9, N: 1}
 	}
 	if err := s3.Apply(ctx, ops); err != nil {
 		t.Fatal(err)

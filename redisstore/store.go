@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/tablename"
+	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,11 +63,11 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 // Client returns the client the store sends its scripts through.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// Table implements floodgate.Store. A key K of the limiter named name is
+// Table implements store.Store. A key K of the limiter named name is
 // kept at the Redis key PREFIX + name + ":" + K, with ':', '{', '}', '@'
 // and '%' in name escaped as in URLs, and " @ " and the policy after name
 // when name is not the policy's own string (the default name).
-func (s *Store) Table(name string, p floodgate.Policy) (floodgate.Table, error) {
+func (s *Store) Table(name string, p floodgate.Policy) (store.Table, error) {
 	if p.IsZero() {
 		return nil, fmt.Errorf("redisstore: %w: the zero Policy", floodgate.ErrInvalidPolicy)
 	}
@@ -92,10 +93,10 @@ type table struct {
 	wireArg any
 }
 
-// Decide implements floodgate.Table: one op, batched with whatever other
+// Decide implements store.Table: one op, batched with whatever other
 // calls are going to Redis at the same moment.
 func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
-	op := floodgate.Op{Kind: floodgate.OpDecide, Table: t, Key: key, Now: now, N: n}
+	op := store.Op{Kind: store.OpDecide, Table: t, Key: key, Now: now, N: n}
 	if err := t.store.check(0, &op); err != nil {
 		return algo.Decision{}, err
 	}
@@ -106,7 +107,7 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	return op.Decision, op.Err
 }
 
-func (s *Store) slotOf(op *floodgate.Op) uint16 {
+func (s *Store) slotOf(op *store.Op) uint16 {
 	if !s.cluster {
 		return 0
 	}
@@ -115,22 +116,22 @@ func (s *Store) slotOf(op *floodgate.Op) uint16 {
 
 // check validates op i of an Apply before anything is sent, so that bad
 // input changes nothing and gets the same errors as from package algo.
-func (s *Store) check(i int, op *floodgate.Op) error {
+func (s *Store) check(i int, op *store.Op) error {
 	t, ok := op.Table.(*table)
 	if !ok || t.store != s {
-		return fmt.Errorf("redisstore: op %d: %w", i, floodgate.ErrForeignTable)
+		return fmt.Errorf("redisstore: op %d: %w", i, store.ErrForeignTable)
 	}
 	var err error
 	switch {
-	case op.Kind < floodgate.OpDecide || op.Kind > floodgate.OpReset:
+	case op.Kind < store.OpDecide || op.Kind > store.OpReset:
 		err = fmt.Errorf("unknown kind %d", op.Kind)
 	case s.cfg.callerTime && (op.Now < 0 || op.Now > algo.MaxTime):
 		err = fmt.Errorf("%w: %d ns is outside [0, %d]", floodgate.ErrInvalidTime, op.Now, int64(algo.MaxTime))
-	case op.Kind != floodgate.OpReset && op.N < 0:
+	case op.Kind != store.OpReset && op.N < 0:
 		err = fmt.Errorf("%w: %d", floodgate.ErrInvalidCost, op.N)
-	case op.Kind == floodgate.OpRefund && op.N > t.policy.Burst():
+	case op.Kind == store.OpRefund && op.N > t.policy.Burst():
 		err = fmt.Errorf("%w: refund of %d with burst %d", floodgate.ErrInvalidCost, op.N, t.policy.Burst())
-	case op.Kind == floodgate.OpRefund && (op.Stamp.At < 0 || op.Stamp.At > algo.MaxTime):
+	case op.Kind == store.OpRefund && (op.Stamp.At < 0 || op.Stamp.At > algo.MaxTime):
 		err = fmt.Errorf("%w: a refund's stamp at %d ns is outside [0, %d]", floodgate.ErrInvalidTime, op.Stamp.At, int64(algo.MaxTime))
 	}
 	if err != nil {
@@ -140,7 +141,7 @@ func (s *Store) check(i int, op *floodgate.Op) error {
 }
 
 // checkAll checks ctx and every op before anything is sent.
-func (s *Store) checkAll(ctx context.Context, ops []floodgate.Op) error {
+func (s *Store) checkAll(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func (s *Store) checkAll(ctx context.Context, ops []floodgate.Op) error {
 	return nil
 }
 
-// Apply implements floodgate.Store.
+// Apply implements store.Store.
 //
 // When every op's key is in one hash slot (always, on a single Redis), the
 // ops are carried out by one script, atomically: no other client sees a
@@ -164,7 +165,7 @@ func (s *Store) checkAll(ctx context.Context, ops []floodgate.Op) error {
 // refund or reset in a slot whose script succeeded is not undone. Keys
 // that share a hash tag ("{user:42}:upload" and "{user:42}:api") are in
 // one slot.
-func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
+func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
@@ -175,17 +176,17 @@ func (s *Store) Apply(ctx context.Context, ops []floodgate.Op) error {
 	return s.applyAcrossSlots(ctx, groups)
 }
 
-// ApplyEach implements floodgate.EachStore: the ops, each as if alone (see
-// floodgate.ApplyEach), go in one script call, or on a Redis Cluster in
+// ApplyEach implements store.Store: the ops, each as if alone, go in one
+// script call, or on a Redis Cluster in
 // one pipeline of a script call per hash slot; each slot's ops are
 // carried out in order, and distinct slots hold distinct keys. The call is
 // the caller's own round trip, not queued behind or batched with other
 // calls; more than WithMaxBatch ops take several, one after another.
-func (s *Store) ApplyEach(ctx context.Context, ops []floodgate.Op) error {
+func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
-	ptrs := make([]*floodgate.Op, len(ops))
+	ptrs := make([]*store.Op, len(ops))
 	cs := make([]call, len(ops))
 	calls := make([]*call, len(ops))
 	for i := range ops {
@@ -211,11 +212,11 @@ func (s *Store) ApplyEach(ctx context.Context, ops []floodgate.Op) error {
 // group is the ops of one Apply in one hash slot, in their order.
 type group struct {
 	slot uint16
-	ops  []*floodgate.Op
+	ops  []*store.Op
 	err  error
 }
 
-func (s *Store) groups(ops []floodgate.Op) []*group {
+func (s *Store) groups(ops []store.Op) []*group {
 	var gs []*group
 	for i := range ops {
 		sl := s.slotOf(&ops[i])
@@ -250,7 +251,7 @@ func (s *Store) applyAcrossSlots(ctx context.Context, gs []*group) error {
 			continue
 		}
 		for _, op := range g.ops {
-			if (op.Kind == floodgate.OpDecide || op.Kind == floodgate.OpSchedule) && !op.Decision.Allowed {
+			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && !op.Decision.Allowed {
 				denied = true
 			}
 		}
@@ -267,14 +268,14 @@ func (s *Store) applyAcrossSlots(ctx context.Context, gs []*group) error {
 // refund gives back the units of the admitted ops of the groups that
 // succeeded as a whole.
 func (s *Store) refund(ctx context.Context, gs []*group) error {
-	var refunds []floodgate.Op
+	var refunds []store.Op
 	for _, g := range gs {
 		if g.err != nil {
 			continue
 		}
 		admitted := true
 		for _, op := range g.ops {
-			if (op.Kind == floodgate.OpDecide || op.Kind == floodgate.OpSchedule) && !op.Decision.Allowed {
+			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && !op.Decision.Allowed {
 				admitted = false
 			}
 		}
@@ -282,8 +283,8 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 			continue
 		}
 		for _, op := range g.ops {
-			if (op.Kind == floodgate.OpDecide || op.Kind == floodgate.OpSchedule) && op.N > 0 {
-				refunds = append(refunds, floodgate.Op{Kind: floodgate.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Stamp})
+			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && op.N > 0 {
+				refunds = append(refunds, store.Op{Kind: store.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Stamp})
 			}
 		}
 	}
@@ -310,7 +311,7 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 
 // KeyOf returns the Redis key at which t, a Table of a redisstore Store,
 // keeps key, or "" for a Table of another store.
-func KeyOf(t floodgate.Table, key string) string {
+func KeyOf(t store.Table, key string) string {
 	if tb, ok := t.(*table); ok {
 		return tb.prefix + key
 	}

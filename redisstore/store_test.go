@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storetest"
 )
 
@@ -14,7 +14,7 @@ import (
 // own, not the server's clock).
 func TestConformance(t *testing.T) {
 	c := testClient(t)
-	storetest.Run(t, func(t *testing.T) floodgate.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
 	})
 }
@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 // over the nodes, and all-or-nothing across hash slots.
 func TestConformanceCluster(t *testing.T) {
 	c := redistest.SharedCluster(t).Client(t)
-	storetest.Run(t, func(t *testing.T) floodgate.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
 	})
 }
@@ -32,7 +32,7 @@ func TestConformanceCluster(t *testing.T) {
 // batches, and an ApplyEach in several script calls, one after another.
 func TestConformanceSmallBatches(t *testing.T) {
 	c := testClient(t)
-	storetest.Run(t, func(t *testing.T) floodgate.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour), redisstore.WithMaxBatch(2))
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/trace"
 )
 
@@ -243,7 +244,7 @@ func (s *Server) count(label string, allowed bool) {
 // store says when it will try again).
 func (s *Server) decisionFailed(w http.ResponseWriter, label string, retry time.Duration, err error) {
 	s.metrics.decisions.WithLabelValues(label, "error").Inc()
-	if errors.Is(err, floodgate.ErrInvalidKey) || errors.Is(err, floodgate.ErrCostExceedsBurst) {
+	if errors.Is(err, store.ErrInvalidKey) || errors.Is(err, floodgate.ErrCostExceedsBurst) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}

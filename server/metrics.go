@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -73,7 +74,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 // registerStore adds the counts of the store: a memory store's keys and
 // evictions, a failsafe store's failures and fallbacks (and its local
 // memory store's keys).
-func (m *metrics) registerStore(s floodgate.Store, local *floodgate.MemoryStore) {
+func (m *metrics) registerStore(s store.Store, local *floodgate.MemoryStore) {
 	m.reg.MustRegister(&storeCollector{store: s, local: local})
 }
 
@@ -96,7 +97,7 @@ var (
 
 // storeCollector reads a store's counts at each scrape.
 type storeCollector struct {
-	store floodgate.Store
+	store store.Store
 	local *floodgate.MemoryStore // the FailsafeStore's, or nil
 }
 

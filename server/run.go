@@ -26,6 +26,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/envoyrls"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storeurl"
 )
 
@@ -380,7 +381,7 @@ func storeName(url string) string {
 // openStore opens the store of url: the memory store itself, or another
 // wrapped in a FailsafeStore with the configuration's failure mode (and
 // its local store, for FailLocal). close closes it.
-func openStore(url string, cfg *Config, log *slog.Logger) (store floodgate.Store, mem, local *floodgate.MemoryStore, close func(), err error) {
+func openStore(url string, cfg *Config, log *slog.Logger) (store store.Store, mem, local *floodgate.MemoryStore, close func(), err error) {
 	if url == "" || url == "memory" || url == "memory:" {
 		mem = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
 		return mem, mem, nil, func() {}, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,8 +23,8 @@ import (
 // Its configuration can be replaced while it serves (SetConfig): requests
 // under way finish with the old one. A Server is safe for concurrent use.
 type Server struct {
-	store   floodgate.Store // what limiters decide on
-	probe   floodgate.Store // what readiness asks: store, unwrapped from its Failsafe
+	store   store.Store // what limiters decide on
+	probe   store.Store // what readiness asks: store, unwrapped from its Failsafe
 	clock   clock.Clock
 	log     *slog.Logger
 	token   string // from the environment, when the configuration names no token file
@@ -86,7 +87,7 @@ func withFallback(m *floodgate.MemoryStore) Option {
 // reads the files cfg names (the token file, TLS certificates); an error
 // there, or in cfg, wraps ErrInvalidConfig. The Server is ready (its
 // /readyz asks the store) until SetReady(false).
-func New(store floodgate.Store, cfg *Config, opts ...Option) (*Server, error) {
+func New(store store.Store, cfg *Config, opts ...Option) (*Server, error) {
 	s := &Server{store: store, probe: store, clock: clock.Real{}, inline: make(map[string]*floodgate.Limiter)}
 	for _, o := range opts {
 		o.apply(s)

@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -49,7 +50,7 @@ func newTestServer(t *testing.T, yamlText string, opts ...Option) *testServer {
 	return newTestServerOn(t, floodgate.NewMemoryStore(0), yamlText, opts...)
 }
 
-func newTestServerOn(t *testing.T, store floodgate.Store, yamlText string, opts ...Option) *testServer {
+func newTestServerOn(t *testing.T, store store.Store, yamlText string, opts ...Option) *testServer {
 	t.Helper()
 	cfg, err := ParseConfig([]byte(yamlText), t.TempDir())
 	if err != nil {
@@ -344,10 +345,11 @@ type brokenStore struct{}
 
 var errBroken = errors.New("connection refused")
 
-func (brokenStore) Table(string, floodgate.Policy) (floodgate.Table, error) {
+func (brokenStore) Table(string, floodgate.Policy) (store.Table, error) {
 	return brokenTable{}, nil
 }
-func (brokenStore) Apply(context.Context, []floodgate.Op) error { return errBroken }
+func (brokenStore) Apply(context.Context, []store.Op) error     { return errBroken }
+func (brokenStore) ApplyEach(context.Context, []store.Op) error { return errBroken }
 
 type brokenTable struct{}
 

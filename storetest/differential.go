@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
 )
 
 // DifferentialPolicies are the policies Differential draws from: every
@@ -89,7 +90,7 @@ func SameErrors(a, b error) bool {
 
 // Differential replays a random trace drawn from data (a fuzzer's bytes,
 // or random ones; past their end it draws zeros) through a new memory store
-// and through store, in up to batches calls of Store.Apply of one to three
+// and through st, in up to batches calls of Store.Apply of one to three
 // operations each, a quarter of them through ApplyEach instead (decisions,
 // schedules, refunds of earlier stamps, resets, costs up to past the
 // burst, now and then a bad time or cost, but not in ApplyEach), on two
@@ -97,9 +98,9 @@ func SameErrors(a, b error) bool {
 // every size and sometimes back. It fails t at the first operation whose
 // outcome differs: decision, instant, stamp, or error (by the sentinels
 // ErrInvalidTime, ErrInvalidCost and ErrCostExceedsBurst); after each batch
-// it also peeks at every key. store must decide at the operations' own
+// it also peeks at every key. st must decide at the operations' own
 // times (for redisstore, WithCallerTime).
-func Differential(t testing.TB, store floodgate.Store, data []byte, batches int) {
+func Differential(t testing.TB, st store.Store, data []byte, batches int) {
 	t.Helper()
 	src := &source{data}
 	ctx := context.Background()
@@ -107,13 +108,13 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 	pi := src.intn(int64(len(DifferentialPolicies)))
 	p := floodgate.MustParsePolicy(DifferentialPolicies[pi])
 	pol2 := floodgate.MustParsePolicy(DifferentialPolicies[(pi+1+src.intn(int64(len(DifferentialPolicies)-1)))%int64(len(DifferentialPolicies))])
-	var tm, tf [2]floodgate.Table
+	var tm, tf [2]store.Table
 	for i, q := range []floodgate.Policy{p, pol2} {
 		var err error
 		if tm[i], err = mem.Table("diff", q); err != nil {
 			t.Fatal(err)
 		}
-		if tf[i], err = store.Table("diff", q); err != nil {
+		if tf[i], err = st.Table("diff", q); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -172,7 +173,7 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 		nops := 1 + int(src.intn(3))
 		// A quarter of the batches go through ApplyEach, each op as if alone.
 		each := src.intn(4) == 0
-		var om, of []floodgate.Op
+		var om, of []store.Op
 		for range nops {
 			ti := int(src.intn(2))
 			k := slotKey{ti, fmt.Sprint("k", src.intn(3))}
@@ -188,26 +189,26 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 			default:
 				n = 1
 			}
-			op := floodgate.Op{Key: k.key, Now: now, N: n}
+			op := store.Op{Key: k.key, Now: now, N: n}
 			switch src.intn(6) {
 			case 0:
-				op.Kind = floodgate.OpSchedule
+				op.Kind = store.OpSchedule
 				op.MaxWait = time.Duration(src.intn(4 * int64(pols[ti].Period())))
 				if src.intn(4) == 0 {
 					op.MaxWait = time.Duration(1<<63 - 1)
 				}
 			case 1:
-				op.Kind = floodgate.OpRefund
+				op.Kind = store.OpRefund
 				op.Stamp = stamps[k]
 				op.N = min(n, burst)
 			case 2:
 				if src.intn(4) == 0 {
-					op.Kind = floodgate.OpReset
+					op.Kind = store.OpReset
 					break
 				}
 				fallthrough
 			default:
-				op.Kind = floodgate.OpDecide
+				op.Kind = store.OpDecide
 			}
 			if src.intn(64) == 0 && !each { // bad input fails the whole batch
 				if src.intn(2) == 0 {
@@ -225,13 +226,13 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 				t.Logf("batch %d op %d: kind %d table %d key %s now %d n %d maxwait %d stamp %+v", b, i, om[i].Kind, tableIndex(tm, om[i].Table), om[i].Key, om[i].Now, om[i].N, om[i].MaxWait, om[i].Stamp)
 			}
 		}
-		apply := func(s floodgate.Store, ops []floodgate.Op) error { return s.Apply(ctx, ops) }
+		apply := func(s store.Store, ops []store.Op) error { return s.Apply(ctx, ops) }
 		if each {
 			// Memory's ApplyEach is an Apply per op, the reference.
-			apply = func(s floodgate.Store, ops []floodgate.Op) error { return floodgate.ApplyEach(ctx, s, ops) }
+			apply = func(s store.Store, ops []store.Op) error { return s.ApplyEach(ctx, ops) }
 		}
 		errM := apply(mem, om)
-		errF := apply(store, of)
+		errF := apply(st, of)
 		if !SameErrors(errM, errF) {
 			t.Fatalf("batch %d: memory's error %v, the store's %v", b, errM, errF)
 		}
@@ -244,7 +245,7 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 				t.Fatalf("batch %d op %d (kind %d, %q n=%d at %d):\nmemory %+v at %d stamp %+v err %v\nstore  %+v at %d stamp %+v err %v",
 					b, i, m.Kind, m.Key, m.N, m.Now, m.Decision, m.At, m.Stamp, m.Err, f.Decision, f.At, f.Stamp, f.Err)
 			}
-			if m.Decision.Allowed && m.N > 0 && (m.Kind == floodgate.OpDecide || m.Kind == floodgate.OpSchedule) {
+			if m.Decision.Allowed && m.N > 0 && (m.Kind == store.OpDecide || m.Kind == store.OpSchedule) {
 				stamps[slotKey{tableIndex(tm, m.Table), m.Key}] = m.Stamp
 			}
 		}
@@ -265,7 +266,7 @@ func Differential(t testing.TB, store floodgate.Store, data []byte, batches int)
 	}
 }
 
-func tableIndex(ts [2]floodgate.Table, t floodgate.Table) int {
+func tableIndex(ts [2]store.Table, t store.Table) int {
 	if ts[0] == t {
 		return 0
 	}

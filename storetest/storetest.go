@@ -7,7 +7,7 @@
 // A store's test calls Run with a function that makes a new, empty store:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) floodgate.Store { return mystore.New(...) })
+//		storetest.Run(t, func(t *testing.T) store.Store { return mystore.New(...) })
 //	}
 //
 // The golden vectors (Vectors) are shared with differential tests that
@@ -26,11 +26,12 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
 )
 
 // Run runs every rule of the contract against stores made by newStore,
 // each rule as a subtest on a fresh store.
-func Run(t *testing.T, newStore func(t *testing.T) floodgate.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) {
 			r.run(t, newStore(t))
@@ -40,7 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) floodgate.Store) {
 
 type rule struct {
 	name string
-	run  func(t *testing.T, s floodgate.Store)
+	run  func(t *testing.T, s store.Store)
 }
 
 var rules = []rule{
@@ -66,7 +67,7 @@ var ctx = context.Background()
 // t0 is a realistic time: 2026-11-22 in nanoseconds since the Unix epoch.
 const t0 = int64(1795305600) * int64(time.Second)
 
-func table(t *testing.T, s floodgate.Store, name, policy string) floodgate.Table {
+func table(t *testing.T, s store.Store, name, policy string) store.Table {
 	t.Helper()
 	tb, err := s.Table(name, floodgate.MustParsePolicy(policy))
 	if err != nil {
@@ -75,7 +76,7 @@ func table(t *testing.T, s floodgate.Store, name, policy string) floodgate.Table
 	return tb
 }
 
-func decide(t *testing.T, tb floodgate.Table, key string, now, n int64) algo.Decision {
+func decide(t *testing.T, tb store.Table, key string, now, n int64) algo.Decision {
 	t.Helper()
 	d, err := tb.Decide(ctx, key, now, n)
 	if err != nil {
@@ -84,7 +85,7 @@ func decide(t *testing.T, tb floodgate.Table, key string, now, n int64) algo.Dec
 	return d
 }
 
-func apply(t *testing.T, s floodgate.Store, ops []floodgate.Op) {
+func apply(t *testing.T, s store.Store, ops []store.Op) {
 	t.Helper()
 	if err := s.Apply(ctx, ops); err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -92,12 +93,12 @@ func apply(t *testing.T, s floodgate.Store, ops []floodgate.Op) {
 }
 
 // peek returns a key's headroom without changing it.
-func peek(t *testing.T, tb floodgate.Table, key string, now int64) algo.Decision {
+func peek(t *testing.T, tb store.Table, key string, now int64) algo.Decision {
 	t.Helper()
 	return decide(t, tb, key, now, 0)
 }
 
-func testVectors(t *testing.T, s floodgate.Store) {
+func testVectors(t *testing.T, s store.Store) {
 	vs, err := Vectors()
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func testVectors(t *testing.T, s floodgate.Store) {
 }
 
 // testVectorsApply sends every third vector's events through Apply.
-func testVectorsApply(t *testing.T, s floodgate.Store) {
+func testVectorsApply(t *testing.T, s store.Store) {
 	vs, err := Vectors()
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +133,7 @@ func testVectorsApply(t *testing.T, s floodgate.Store) {
 			t.Fatal(err)
 		}
 		for _, st := range v.Steps {
-			ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: st.Key, Now: st.T, N: st.N}}
+			ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: st.Key, Now: st.T, N: st.N}}
 			apply(t, s, ops)
 			if st.WantErr != errors.Is(ops[0].Err, floodgate.ErrCostExceedsBurst) {
 				t.Fatalf("vectors line %d (%v) via Apply: %s: Op.Err %v", st.Line, v.Policy, formatStep(st), ops[0].Err)
@@ -144,7 +145,7 @@ func testVectorsApply(t *testing.T, s floodgate.Store) {
 	}
 }
 
-func testIndependence(t *testing.T, s floodgate.Store) {
+func testIndependence(t *testing.T, s store.Store) {
 	a := table(t, s, "a", "fixed-window 2/1m")
 	b := table(t, s, "b", "fixed-window 2/1m")
 	c := table(t, s, "a", "fixed-window 3/1m") // same name, other policy
@@ -155,7 +156,7 @@ func testIndependence(t *testing.T, s floodgate.Store) {
 		t.Fatalf("a third unit on a 2/1m key was admitted: %+v", d)
 	}
 	for _, x := range []struct {
-		tb   floodgate.Table
+		tb   store.Table
 		key  string
 		want int64
 	}{{a, "other", 1}, {b, "k", 1}, {c, "k", 2}} {
@@ -172,7 +173,7 @@ func testIndependence(t *testing.T, s floodgate.Store) {
 	}
 }
 
-func testDenialChangesNothing(t *testing.T, s floodgate.Store) {
+func testDenialChangesNothing(t *testing.T, s store.Store) {
 	for _, pol := range []string{"token-bucket 3/1s burst=5", "leaky-bucket 3/1s", "sliding-log 3/1s", "sliding-window 3/1s", "fixed-window 3/1s"} {
 		tb := table(t, s, "deny", pol)
 		decide(t, tb, "k", t0, 3)
@@ -191,7 +192,7 @@ func testDenialChangesNothing(t *testing.T, s floodgate.Store) {
 	}
 }
 
-func testCostAboveBurst(t *testing.T, s floodgate.Store) {
+func testCostAboveBurst(t *testing.T, s store.Store) {
 	tb := table(t, s, "burst", "token-bucket 10/1s burst=4")
 	d, err := tb.Decide(ctx, "k", t0, 5)
 	if !errors.Is(err, floodgate.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != algo.Never {
@@ -202,7 +203,7 @@ func testCostAboveBurst(t *testing.T, s floodgate.Store) {
 	}
 }
 
-func testBadInput(t *testing.T, s floodgate.Store) {
+func testBadInput(t *testing.T, s store.Store) {
 	tb := table(t, s, "bad", "sliding-log 2/1s")
 	decide(t, tb, "k", t0, 1)
 	for _, c := range []struct {
@@ -216,8 +217,8 @@ func testBadInput(t *testing.T, s floodgate.Store) {
 		if _, err := tb.Decide(ctx, "k", c.now, c.n); !errors.Is(err, c.want) {
 			t.Errorf("Decide(now %d, n %d): error %v, want %v", c.now, c.n, err, c.want)
 		}
-		ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "other", Now: t0, N: 1},
-			{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: c.now, N: c.n}}
+		ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "other", Now: t0, N: 1},
+			{Kind: store.OpDecide, Table: tb, Key: "k", Now: c.now, N: c.n}}
 		if err := s.Apply(ctx, ops); !errors.Is(err, c.want) {
 			t.Errorf("Apply(now %d, n %d): error %v, want %v", c.now, c.n, err, c.want)
 		}
@@ -230,13 +231,13 @@ func testBadInput(t *testing.T, s floodgate.Store) {
 	}
 }
 
-func testAllOrNothing(t *testing.T, s floodgate.Store) {
+func testAllOrNothing(t *testing.T, s store.Store) {
 	user := table(t, s, "user", "token-bucket 5/1m")
 	global := table(t, s, "global", "sliding-log 3/1m")
 	decide(t, global, "all", t0, 3) // global exhausted
-	ops := []floodgate.Op{
-		{Kind: floodgate.OpDecide, Table: user, Key: "alice", Now: t0 + 1, N: 2},
-		{Kind: floodgate.OpDecide, Table: global, Key: "all", Now: t0 + 1, N: 1},
+	ops := []store.Op{
+		{Kind: store.OpDecide, Table: user, Key: "alice", Now: t0 + 1, N: 2},
+		{Kind: store.OpDecide, Table: global, Key: "all", Now: t0 + 1, N: 1},
 	}
 	apply(t, s, ops)
 	if !ops[0].Decision.Allowed || ops[1].Decision.Allowed {
@@ -245,9 +246,9 @@ func testAllOrNothing(t *testing.T, s floodgate.Store) {
 	if d := peek(t, user, "alice", t0+1); d.Remaining != 5 {
 		t.Fatalf("a denied combined check spent units on another limit: %+v", d)
 	}
-	ops = []floodgate.Op{
-		{Kind: floodgate.OpDecide, Table: user, Key: "alice", Now: t0 + time.Minute.Nanoseconds(), N: 2},
-		{Kind: floodgate.OpDecide, Table: global, Key: "all", Now: t0 + time.Minute.Nanoseconds(), N: 1},
+	ops = []store.Op{
+		{Kind: store.OpDecide, Table: user, Key: "alice", Now: t0 + time.Minute.Nanoseconds(), N: 2},
+		{Kind: store.OpDecide, Table: global, Key: "all", Now: t0 + time.Minute.Nanoseconds(), N: 1},
 	}
 	apply(t, s, ops)
 	if !ops[0].Decision.Allowed || !ops[1].Decision.Allowed {
@@ -258,11 +259,11 @@ func testAllOrNothing(t *testing.T, s floodgate.Store) {
 	}
 }
 
-func testAllOrNothingSameKey(t *testing.T, s floodgate.Store) {
+func testAllOrNothingSameKey(t *testing.T, s store.Store) {
 	tb := table(t, s, "same", "fixed-window 3/1m")
-	ops := []floodgate.Op{
-		{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: t0, N: 2},
-		{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: t0, N: 2},
+	ops := []store.Op{
+		{Kind: store.OpDecide, Table: tb, Key: "k", Now: t0, N: 2},
+		{Kind: store.OpDecide, Table: tb, Key: "k", Now: t0, N: 2},
 	}
 	apply(t, s, ops)
 	if !ops[0].Decision.Allowed || ops[1].Decision.Allowed {
@@ -274,7 +275,7 @@ func testAllOrNothingSameKey(t *testing.T, s floodgate.Store) {
 }
 
 // testRefund checks OpRefund against algo.Policy.Refund on a local State.
-func testRefund(t *testing.T, s floodgate.Store) {
+func testRefund(t *testing.T, s store.Store) {
 	for _, pol := range []string{"token-bucket 3/1s burst=5", "leaky-bucket 7/2s", "sliding-log 4/1s", "sliding-window 4/1s", "fixed-window 4/1s"} {
 		p := floodgate.MustParsePolicy(pol)
 		tb := table(t, s, "refund", pol)
@@ -285,7 +286,7 @@ func testRefund(t *testing.T, s floodgate.Store) {
 			refundN int64
 		}{{0, 2, false, 0}, {1e8, 2, true, 2}, {2e8, 1, false, 0}, {3e8, 2, true, 1}, {9e8, 1, true, 1}} {
 			now := t0 + step.dt
-			ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: now, N: step.n}}
+			ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: now, N: step.n}}
 			apply(t, s, ops)
 			want, _ := p.Decide(&local, now, step.n)
 			if ops[0].Decision != want {
@@ -300,7 +301,7 @@ func testRefund(t *testing.T, s floodgate.Store) {
 			}
 			if step.refund {
 				later := now + 5e7
-				apply(t, s, []floodgate.Op{{Kind: floodgate.OpRefund, Table: tb, Key: "k", Now: later, N: step.refundN, Stamp: ops[0].Stamp}})
+				apply(t, s, []store.Op{{Kind: store.OpRefund, Table: tb, Key: "k", Now: later, N: step.refundN, Stamp: ops[0].Stamp}})
 				if err := p.Refund(&local, stamp, later, step.refundN); err != nil {
 					t.Fatal(err)
 				}
@@ -314,7 +315,7 @@ func testRefund(t *testing.T, s floodgate.Store) {
 }
 
 // testSchedule checks OpSchedule against algo.Policy.Schedule.
-func testSchedule(t *testing.T, s floodgate.Store) {
+func testSchedule(t *testing.T, s store.Store) {
 	for _, pol := range []string{"token-bucket 2/1s burst=2", "leaky-bucket 1/1h capacity=3", "fixed-window 2/1s"} {
 		p := floodgate.MustParsePolicy(pol)
 		tb := table(t, s, "schedule", pol)
@@ -322,7 +323,7 @@ func testSchedule(t *testing.T, s floodgate.Store) {
 		maxWait := 3 * p.Period() / time.Duration(p.Limit())
 		for i := range 8 {
 			now := t0 + int64(i)*1e6
-			ops := []floodgate.Op{{Kind: floodgate.OpSchedule, Table: tb, Key: "k", Now: now, N: 1, MaxWait: maxWait}}
+			ops := []store.Op{{Kind: store.OpSchedule, Table: tb, Key: "k", Now: now, N: 1, MaxWait: maxWait}}
 			apply(t, s, ops)
 			want, at, err := p.Schedule(&local, now, 1, int64(maxWait))
 			if err != nil {
@@ -335,11 +336,11 @@ func testSchedule(t *testing.T, s floodgate.Store) {
 	}
 }
 
-func testReset(t *testing.T, s floodgate.Store) {
+func testReset(t *testing.T, s store.Store) {
 	tb := table(t, s, "reset", "leaky-bucket 1/1h capacity=2")
 	decide(t, tb, "k", t0, 2)
 	decide(t, tb, "j", t0, 2)
-	apply(t, s, []floodgate.Op{{Kind: floodgate.OpReset, Table: tb, Key: "k", Now: t0}})
+	apply(t, s, []store.Op{{Kind: store.OpReset, Table: tb, Key: "k", Now: t0}})
 	if d := peek(t, tb, "k", t0); d.Remaining != 2 || d.ResetAfter != 0 {
 		t.Fatalf("after a reset the key is not fresh: %+v", d)
 	}
@@ -348,21 +349,21 @@ func testReset(t *testing.T, s floodgate.Store) {
 	}
 }
 
-func testForeignTable(t *testing.T, s floodgate.Store) {
+func testForeignTable(t *testing.T, s store.Store) {
 	other := floodgate.NewMemoryStore(0)
 	tb, err := other.Table("x", floodgate.MustParsePolicy("fixed-window 1/1s"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Apply(ctx, []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "k", Now: t0, N: 1}})
-	if !errors.Is(err, floodgate.ErrForeignTable) {
+	err = s.Apply(ctx, []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: t0, N: 1}})
+	if !errors.Is(err, store.ErrForeignTable) {
 		t.Fatalf("Apply with another store's table: error %v, want ErrForeignTable", err)
 	}
 }
 
 // testConcurrentExact has 1,000 goroutines decide on one key at one
 // instant; exactly LIMIT must be admitted, for every algorithm.
-func testConcurrentExact(t *testing.T, s floodgate.Store) {
+func testConcurrentExact(t *testing.T, s store.Store) {
 	const goroutines = 1000
 	for _, pol := range []string{"token-bucket 100/1m", "leaky-bucket 100/1h", "sliding-log 100/1m", "sliding-window 100/1m", "fixed-window 100/1m"} {
 		tb := table(t, s, "concurrent", pol)
@@ -378,7 +379,7 @@ func testConcurrentExact(t *testing.T, s floodgate.Store) {
 				var d algo.Decision
 				var err error
 				if i%4 == 0 { // some through Apply
-					ops := []floodgate.Op{{Kind: floodgate.OpDecide, Table: tb, Key: "hot", Now: t0, N: 1}}
+					ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "hot", Now: t0, N: 1}}
 					err = s.Apply(ctx, ops)
 					d = ops[0].Decision
 				} else {
@@ -406,7 +407,7 @@ func testConcurrentExact(t *testing.T, s floodgate.Store) {
 
 // testApplyConcurrent runs overlapping multi-key batches in opposite
 // orders; a store that locks keys in call order deadlocks here.
-func testApplyConcurrent(t *testing.T, s floodgate.Store) {
+func testApplyConcurrent(t *testing.T, s store.Store) {
 	a := table(t, s, "multi-a", "token-bucket 1000/1s")
 	b := table(t, s, "multi-b", "sliding-window 1000/1s")
 	var wg sync.WaitGroup
@@ -417,9 +418,9 @@ func testApplyConcurrent(t *testing.T, s floodgate.Store) {
 			defer wg.Done()
 			for i := range 200 {
 				k1, k2 := fmt.Sprint("k", i%7), fmt.Sprint("k", (i+3)%7)
-				ops := []floodgate.Op{
-					{Kind: floodgate.OpDecide, Table: a, Key: k1, Now: t0, N: 1},
-					{Kind: floodgate.OpDecide, Table: b, Key: k2, Now: t0, N: 1},
+				ops := []store.Op{
+					{Kind: store.OpDecide, Table: a, Key: k1, Now: t0, N: 1},
+					{Kind: store.OpDecide, Table: b, Key: k2, Now: t0, N: 1},
 				}
 				if g%2 == 1 {
 					ops[0], ops[1] = ops[1], ops[0]
@@ -448,15 +449,14 @@ func testApplyConcurrent(t *testing.T, s floodgate.Store) {
 	}
 }
 
-// testApplyEach: floodgate.ApplyEach, through the store's own ApplyEach
-// when it has one, gives each op the outcome that an Apply of that op
+// testApplyEach: the store's ApplyEach gives each op the outcome that an Apply of that op
 // alone, in order, gives on a memory store: ops on one key add up, a
 // denial in the middle leaves the others be, keys in many hash slots
 // (a Redis Cluster) included. Bad input is an error.
-func testApplyEach(t *testing.T, s floodgate.Store) {
+func testApplyEach(t *testing.T, s store.Store) {
 	ref := floodgate.NewMemoryStore(0)
 	pols := []string{"token-bucket 3/1s", "fixed-window 2/1s", "sliding-log 2/1s"}
-	var ts, rs []floodgate.Table
+	var ts, rs []store.Table
 	for _, p := range pols {
 		ts = append(ts, table(t, s, "each", p))
 		rs = append(rs, table(t, ref, "each", p))
@@ -467,15 +467,15 @@ func testApplyEach(t *testing.T, s floodgate.Store) {
 	for round := range 40 {
 		now += r.Int64N(int64(400 * time.Millisecond))
 		n := 1 + r.IntN(12)
-		ops, want := make([]floodgate.Op, n), make([]floodgate.Op, n)
+		ops, want := make([]store.Op, n), make([]store.Op, n)
 		for i := range ops {
 			ti := r.IntN(len(pols))
-			op := floodgate.Op{Kind: floodgate.OpDecide, Key: keys[r.IntN(len(keys))], Now: now, N: r.Int64N(5)}
+			op := store.Op{Kind: store.OpDecide, Key: keys[r.IntN(len(keys))], Now: now, N: r.Int64N(5)}
 			switch r.IntN(8) {
 			case 0:
-				op.Kind, op.MaxWait = floodgate.OpSchedule, time.Duration(r.Int64N(int64(time.Second)))
+				op.Kind, op.MaxWait = store.OpSchedule, time.Duration(r.Int64N(int64(time.Second)))
 			case 1:
-				op.Kind = floodgate.OpReset
+				op.Kind = store.OpReset
 			}
 			ops[i], want[i] = op, op
 			ops[i].Table, want[i].Table = ts[ti], rs[ti]
@@ -485,7 +485,7 @@ func testApplyEach(t *testing.T, s floodgate.Store) {
 				t.Fatal(err)
 			}
 		}
-		if err := floodgate.ApplyEach(ctx, s, ops); err != nil {
+		if err := s.ApplyEach(ctx, ops); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		for i := range ops {
@@ -496,14 +496,14 @@ func testApplyEach(t *testing.T, s floodgate.Store) {
 			}
 		}
 	}
-	bad := []floodgate.Op{
-		{Kind: floodgate.OpDecide, Table: ts[0], Key: "a", Now: now, N: 1},
-		{Kind: floodgate.OpDecide, Table: ts[0], Key: "b", Now: now, N: -1},
+	bad := []store.Op{
+		{Kind: store.OpDecide, Table: ts[0], Key: "a", Now: now, N: 1},
+		{Kind: store.OpDecide, Table: ts[0], Key: "b", Now: now, N: -1},
 	}
-	if err := floodgate.ApplyEach(ctx, s, bad); !errors.Is(err, floodgate.ErrInvalidCost) {
+	if err := s.ApplyEach(ctx, bad); !errors.Is(err, floodgate.ErrInvalidCost) {
 		t.Fatalf("ApplyEach with a negative cost: %v, want ErrInvalidCost", err)
 	}
-	if err := floodgate.ApplyEach(ctx, s, nil); err != nil {
+	if err := s.ApplyEach(ctx, nil); err != nil {
 		t.Fatalf("ApplyEach of no ops: %v", err)
 	}
 }

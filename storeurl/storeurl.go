@@ -34,6 +34,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -48,7 +49,7 @@ var ErrInvalidURL = errors.New("invalid store URL")
 // filestore.Open says.
 //
 // An error never shows the URL's password: it is replaced by "xxxxx".
-func Open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer, error) {
+func Open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, error) {
 	s, c, err := open(rawURL, extra...)
 	if err != nil {
 		return nil, nil, hidePassword(err, rawURL)
@@ -56,7 +57,7 @@ func Open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer
 	return s, c, nil
 }
 
-func open(rawURL string, extra ...redisstore.Option) (floodgate.Store, io.Closer, error) {
+func open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, error) {
 	scheme, _, _ := strings.Cut(rawURL, ":")
 	var client redis.UniversalClient
 	var opts []redisstore.Option

@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storeurl"
 )
 
@@ -90,7 +91,7 @@ func TestForms(t *testing.T) {
 	}
 }
 
-func typeName(s floodgate.Store) string {
+func typeName(s store.Store) string {
 	switch s.(type) {
 	case *floodgate.MemoryStore:
 		return "*floodgate.MemoryStore"

@@ -20,6 +20,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storeurl"
 	"github.com/floodgate/floodgate/trace"
 )
@@ -286,18 +287,18 @@ type outputError struct{ error }
 // run: it deletes a shared store's keys and closes the connection. Memory
 // holds every key of the trace (no bound, no eviction); Redis decides at
 // the trace's times, under a prefix of the run's own.
-func openSimulationStore(rawURL string, p algo.Policy) (floodgate.Table, func() error, error) {
-	var store floodgate.Store
+func openSimulationStore(rawURL string, p algo.Policy) (store.Table, func() error, error) {
+	var st store.Store
 	done := func() error { return nil }
 	if rawURL == "memory" {
-		store = floodgate.NewMemoryStore(math.MaxInt)
+		st = floodgate.NewMemoryStore(math.MaxInt)
 	} else {
 		s, closer, err := storeurl.Open(rawURL, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour),
 			redisstore.WithPrefix(fmt.Sprintf("floodgate:simulate:%016x:", rand.Uint64())))
 		if err != nil {
 			return nil, nil, err
 		}
-		store = s
+		st = s
 		done = func() error {
 			var err error
 			if rs, ok := s.(*redisstore.Store); ok {
@@ -306,7 +307,7 @@ func openSimulationStore(rawURL string, p algo.Policy) (floodgate.Table, func() 
 			return errors.Join(err, closer.Close())
 		}
 	}
-	tb, err := store.Table("simulate", p)
+	tb, err := st.Table("simulate", p)
 	if err != nil {
 		done()
 		return nil, nil, err
@@ -327,7 +328,7 @@ type simulation struct {
 // flushes s.events whenever it is about to wait for input, and before it
 // returns. An error in the trace is returned as it is, after the decisions
 // for the events before it.
-func (s *simulation) run(tb floodgate.Table, in io.Reader) error {
+func (s *simulation) run(tb store.Table, in io.Reader) error {
 	ctx := context.Background()
 	out := s.events
 	if out == nil {

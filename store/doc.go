@@ -1,0 +1,37 @@
+// Package store is the contract between floodgate's limiters and the
+// stores that keep their state: the memory store (package memstore), a
+// file (filestore), Redis (redisstore), and wrappers such as package
+// failsafe. It is for those who write or wrap a store; a user of
+// floodgate.Limiter needs none of it.
+//
+// # The model
+//
+// A Store holds tables, one for each limiter (a name and an algo.Policy),
+// and each table holds the state of many keys (algo.State), initially the
+// policy's initial state. Two limiters with the same name and policy share
+// a table: in this process and, for a store shared over the network or a
+// file, in every process using it.
+//
+// A store changes a key's state only by the transitions of package algo:
+// an Op decides units at a time (OpDecide, algo.Policy.Decide), schedules
+// them for later (OpSchedule, algo.Policy.Schedule), gives back units it
+// admitted (OpRefund, algo.Policy.Refund) or forgets the key (OpReset).
+// Op.Carry is that transition on one state, the same for every store.
+//
+// Store.Apply carries out a batch of ops all or nothing, as one atomic
+// step: a per-user and a global limit checked together, or a reservation
+// and its refund. Store.ApplyEach carries out many independent ops, each
+// as if alone, in one step where the store can (one script call on
+// Redis, one transaction on a file): the descriptors of an Envoy request.
+// Table.Decide is the fast path of an Apply of one OpDecide.
+//
+// # Duties of a store
+//
+// A Store must decide exactly as package algo would on the key's state, at
+// the time the op gives (or, where a store documents it, its own clock);
+// package storetest holds the conformance suite that proves it. It must be
+// safe for concurrent use, every operation on a key atomic. Bad input (an
+// op that Check refuses, a table of another store) is an error and changes
+// nothing; a denial is not an error. A key's state may be dropped once it
+// has drained (algo.Policy.ResetAt), which changes no decision.
+package store

@@ -1,0 +1,46 @@
+package store
+
+import (
+	"context"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// Store keeps the state of many keys, in tables, and decides on it. See
+// the package documentation for the duties of an implementation; package
+// storetest tests them.
+type Store interface {
+	// Table returns the table that holds the keys of the limiter named
+	// name with policy p. Equal names and policies give the same table, in
+	// this process and, for a shared store, in every process using it. A
+	// store may refuse a name it cannot hold (an error wrapping
+	// ErrInvalidKey) and refuses the zero Policy (algo.ErrInvalidPolicy).
+	Table(name string, p algo.Policy) (Table, error)
+	// Apply carries out ops, in order, as one atomic step, all or
+	// nothing: if any OpDecide or OpSchedule is denied, no op takes
+	// effect, and Apply still sets every op's Result. Later ops see the
+	// effects of earlier ones (two ops on one key add up).
+	//
+	// Apply returns an error, and changes nothing, when it could not carry
+	// the ops out: bad input (see Check), a table of another store
+	// (ErrForeignTable), a done context, a broken store. A denial is not an
+	// error; an op whose cost exceeds its policy's burst is a denial whose
+	// Result.Err wraps algo.ErrCostExceedsBurst.
+	Apply(ctx context.Context, ops []Op) error
+	// ApplyEach carries out ops, in order, each as if alone: as an Apply
+	// of that op alone would, so that a denied op changes nothing and
+	// leaves the others be, and an op sees the effects of the earlier ops
+	// on its key. A store takes them in one step where it can.
+	//
+	// Bad input fails the whole call before anything is done, as in
+	// Apply. Any other error (a broken store, a done context) leaves the
+	// ops' outcomes unknown: some may have taken effect.
+	ApplyEach(ctx context.Context, ops []Op) error
+}
+
+// Table is one limiter's keys in a Store. It is safe for concurrent use.
+type Table interface {
+	// Decide decides an event of cost n at now (nanoseconds since the Unix
+	// epoch) for key: the fast path of an Apply with one OpDecide.
+	Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error)
+}
