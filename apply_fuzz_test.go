@@ -111,8 +111,8 @@ func FuzzMemoryApply(f *testing.F) {
 				if op.Kind != store.OpDecide && op.Kind != store.OpSchedule {
 					continue
 				}
-				if op.Decision != want[i] || (op.Kind == store.OpSchedule && want[i].Allowed && op.At != wantAt[i]) {
-					t.Fatalf("batch at %d, op %d (%+v on %v): store %+v at %d, model %+v at %d", now, i, op.Kind, keys[i], op.Decision, op.At, want[i], wantAt[i])
+				if op.Result.Decision != want[i] || (op.Kind == store.OpSchedule && want[i].Allowed && op.Result.At != wantAt[i]) {
+					t.Fatalf("batch at %d, op %d (%+v on %v): store %+v at %d, model %+v at %d", now, i, op.Kind, keys[i], op.Result.Decision, op.Result.At, want[i], wantAt[i])
 				}
 			}
 			if !denied {
@@ -121,7 +121,7 @@ func FuzzMemoryApply(f *testing.F) {
 				}
 				for i, op := range ops {
 					if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && op.N > 0 {
-						stamps[keys[i]] = op.Stamp
+						stamps[keys[i]] = op.Result.Stamp
 					}
 				}
 			}

@@ -48,11 +48,11 @@ func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []erro
 			var opErr error
 			switch l := checks[i].Limiter; {
 			case err != nil:
-				d, opErr = l.denial(op.Decision, err)
-			case !op.Decision.Allowed || op.Err != nil:
-				d, opErr = l.denial(op.Decision, op.Err)
+				d, opErr = l.denial(op.Result.Decision, err)
+			case !op.Result.Decision.Allowed || op.Result.Err != nil:
+				d, opErr = l.denial(op.Result.Decision, op.Result.Err)
 			default:
-				d = Decision{Allowed: true, Remaining: op.Decision.Remaining, ResetAfter: op.Decision.ResetAfter, policy: &l.policy}
+				d = Decision{Allowed: true, Remaining: op.Result.Decision.Remaining, ResetAfter: op.Result.Decision.ResetAfter, policy: &l.policy}
 			}
 			ds[i] = d
 			if opErr != nil {

@@ -466,7 +466,7 @@ func (f *FailsafeStore) applyInner(ctx context.Context, ops []store.Op, each boo
 		return err
 	}
 	for j, i := range idx {
-		ops[i].Decision, ops[i].At, ops[i].Stamp, ops[i].Err = inner[j].Decision, inner[j].At, inner[j].Stamp, inner[j].Err
+		ops[i].Result = inner[j].Result
 	}
 	return nil
 }
@@ -492,19 +492,19 @@ func (f *FailsafeStore) applyFallback(ctx context.Context, ops []store.Op, each 
 	decided, denied := false, false
 	for i := range ops {
 		op := &ops[i]
-		op.Decision, op.At, op.Stamp, op.Err = algo.Decision{}, 0, algo.Stamp{}, nil
+		op.Result = store.Result{}
 		if op.Kind != store.OpDecide && op.Kind != store.OpSchedule {
 			continue // a refund or reset: dropped
 		}
 		decided = true
 		switch p := op.Table.(*failsafeTable).p; {
 		case op.N > p.Burst():
-			op.Decision.RetryAfter, op.Err = Never, costExceedsBurst(op.N, p)
+			op.Result.Decision.RetryAfter, op.Result.Err = Never, costExceedsBurst(op.N, p)
 			denied = true
 		case f.mode == FailOpen:
-			op.Decision.Allowed, op.At = true, op.Now
+			op.Result.Decision.Allowed, op.Result.At = true, op.Now
 		default:
-			op.Decision.RetryAfter = retry
+			op.Result.Decision.RetryAfter = retry
 		}
 	}
 	if f.mode == FailClosed {
@@ -547,9 +547,9 @@ func (f *FailsafeStore) applyLocal(ctx context.Context, ops []store.Op, each boo
 	}
 	for j, i := range idx {
 		op, lop := &ops[i], &local[j]
-		op.Decision, op.At, op.Stamp, op.Err = lop.Decision, lop.At, lop.Stamp, lop.Err
-		if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && op.Decision.Allowed && op.N > 0 {
-			op.Stamp = localStamp(op.Stamp)
+		op.Result = lop.Result
+		if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && op.Result.Decision.Allowed && op.N > 0 {
+			op.Result.Stamp = localStamp(op.Result.Stamp)
 		}
 	}
 	return nil

@@ -140,7 +140,7 @@ func (s *flakyStore) Apply(ctx context.Context, ops []store.Op) error {
 		return err
 	}
 	for i := range ops {
-		ops[i].Decision, ops[i].At, ops[i].Stamp, ops[i].Err = inner[i].Decision, inner[i].At, inner[i].Stamp, inner[i].Err
+		ops[i].Result = inner[i].Result
 	}
 	return nil
 }
@@ -655,20 +655,20 @@ func TestFailsafeApply(t *testing.T) {
 			}
 
 			ops, _ := apply(both()...)
-			allowed := ops[0].Decision.Allowed && ops[1].Decision.Allowed
+			allowed := ops[0].Result.Decision.Allowed && ops[1].Result.Decision.Allowed
 			if allowed != (mode != floodgate.FailClosed) {
 				t.Fatalf("the first batch: %+v", ops)
 			}
-			if mode == floodgate.FailClosed && (ops[0].Decision.RetryAfter != time.Second || ops[1].Decision.RetryAfter != time.Second) {
+			if mode == floodgate.FailClosed && (ops[0].Result.Decision.RetryAfter != time.Second || ops[1].Result.Decision.RetryAfter != time.Second) {
 				t.Fatalf("FailClosed's ops: %+v, want RetryAfter the cooldown", ops)
 			}
 			// The second: b's window is full in FailLocal, so nothing of the
 			// batch takes effect, a's unit included.
 			ops, _ = apply(both()...)
-			if mode == floodgate.FailLocal && (!ops[0].Decision.Allowed || ops[1].Decision.Allowed) {
+			if mode == floodgate.FailLocal && (!ops[0].Result.Decision.Allowed || ops[1].Result.Decision.Allowed) {
 				t.Fatalf("the second batch: %+v", ops)
 			}
-			if mode == floodgate.FailOpen && !(ops[0].Decision.Allowed && ops[1].Decision.Allowed) {
+			if mode == floodgate.FailOpen && !(ops[0].Result.Decision.Allowed && ops[1].Result.Decision.Allowed) {
 				t.Fatalf("FailOpen denied: %+v", ops)
 			}
 			wantA := map[floodgate.FailMode]int64{floodgate.FailClosed: 2, floodgate.FailOpen: 2, floodgate.FailLocal: 1}[mode]
@@ -680,15 +680,15 @@ func TestFailsafeApply(t *testing.T) {
 			ops, _ = apply(store.Op{Kind: store.OpSchedule, Table: a, Key: "k", Now: now, N: 2, MaxWait: 2 * time.Hour})
 			switch op := ops[0]; mode {
 			case floodgate.FailOpen:
-				if !op.Decision.Allowed || op.At != now {
+				if !op.Result.Decision.Allowed || op.Result.At != now {
 					t.Fatalf("FailOpen's schedule: %+v", op)
 				}
 			case floodgate.FailLocal:
-				if !op.Decision.Allowed || op.At != now+int64(time.Hour) || op.Decision.RetryAfter != time.Hour {
+				if !op.Result.Decision.Allowed || op.Result.At != now+int64(time.Hour) || op.Result.Decision.RetryAfter != time.Hour {
 					t.Fatalf("FailLocal's schedule: %+v", op)
 				}
 				// Its refund, while still down, goes back to the local store.
-				apply(store.Op{Kind: store.OpRefund, Table: a, Key: "k", Now: now, N: 2, Stamp: op.Stamp})
+				apply(store.Op{Kind: store.OpRefund, Table: a, Key: "k", Now: now, N: 2, Stamp: op.Result.Stamp})
 				if r := local("api", pa); r != 1 {
 					t.Fatalf("after the refund the local a has %d left, want 1", r)
 				}
@@ -921,7 +921,7 @@ func TestFailsafeApplyEach(t *testing.T) {
 				}
 			}
 			allowed := func(ops []store.Op) [3]bool {
-				return [3]bool{ops[0].Decision.Allowed, ops[1].Decision.Allowed, ops[2].Decision.Allowed}
+				return [3]bool{ops[0].Result.Decision.Allowed, ops[1].Result.Decision.Allowed, ops[2].Result.Decision.Allowed}
 			}
 			// Up: b's second unit is denied, the others admitted on the store.
 			ops := three()
@@ -962,7 +962,7 @@ func TestFailsafeApplyEach(t *testing.T) {
 			// Back up: the store decides again.
 			c.recover(t, time.Second)
 			ops = three()[:1]
-			if err := c.fs.ApplyEach(ctx, ops); err != nil || !ops[0].Decision.Allowed {
+			if err := c.fs.ApplyEach(ctx, ops); err != nil || !ops[0].Result.Decision.Allowed {
 				t.Fatalf("after the recovery: %v %+v", err, ops[0])
 			}
 			if ra := c.shared.remaining(t, "api", pa, "k", c.fc.Now()); ra != 0 {

@@ -78,7 +78,7 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 			// A store that fails may still say when to try again (a
 			// Failsafe failing closed): pass on the longest wait.
 			for j, op := range g.ops {
-				if d := op.Decision; !d.Allowed && d.RetryAfter > md.RetryAfter {
+				if d := op.Result.Decision; !d.Allowed && d.RetryAfter > md.RetryAfter {
 					md.Denied, md.RetryAfter = g.idx[j], d.RetryAfter
 				}
 			}
@@ -87,10 +87,10 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 		admitted := true
 		for j, op := range g.ops {
 			i := g.idx[j]
-			d := op.Decision
+			d := op.Result.Decision
 			md.Decisions[i] = Decision{Allowed: d.Allowed, Remaining: d.Remaining, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter, policy: &checks[i].Limiter.policy}
-			if op.Err != nil && reason == nil {
-				reason = op.Err
+			if op.Result.Err != nil && reason == nil {
+				reason = op.Result.Err
 			}
 			if !d.Allowed {
 				admitted = false
@@ -152,8 +152,8 @@ func refundAll(ctx context.Context, groups []*group) error {
 	for _, g := range groups {
 		refunds := make([]store.Op, 0, len(g.ops))
 		for _, op := range g.ops {
-			if op.Decision.Allowed && op.N > 0 {
-				refunds = append(refunds, store.Op{Kind: store.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Stamp})
+			if op.Result.Decision.Allowed && op.N > 0 {
+				refunds = append(refunds, store.Op{Kind: store.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Result.Stamp})
 			}
 		}
 		if len(refunds) > 0 {

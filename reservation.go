@@ -36,15 +36,15 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	err := l.apply(ctx, ops)
 	op := &ops[0]
 	if err == nil {
-		err = op.Err
+		err = op.Result.Err
 	}
-	ad := op.Decision
+	ad := op.Result.Decision
 	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, policy: &l.policy}
 	held := ad.Allowed && n > 0
 	if !ad.Allowed || err != nil {
 		d, err = l.denial(ad, err)
 	}
-	return &Reservation{l: l, key: key, n: n, d: d, stamp: op.Stamp, held: held}, err
+	return &Reservation{l: l, key: key, n: n, d: d, stamp: op.Result.Stamp, held: held}, err
 }
 
 // Decision returns the decision on the reservation.

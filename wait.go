@@ -74,13 +74,13 @@ func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget
 		return err
 	}
 	op := &ops[0]
-	if !op.Decision.Allowed {
-		return l.waitRefusal(n, op.Decision.RetryAfter, op.Err, budget)
+	if !op.Result.Decision.Allowed {
+		return l.waitRefusal(n, op.Result.Decision.RetryAfter, op.Result.Err, budget)
 	}
-	if op.At <= now {
+	if op.Result.At <= now {
 		return nil
 	}
-	t := l.newTimer(time.Duration(op.At - now))
+	t := l.newTimer(time.Duration(op.Result.At - now))
 	select {
 	case <-t.C():
 		return nil
@@ -88,7 +88,7 @@ func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget
 		t.Stop()
 		// Give back what is still held. The caller's context is done, so
 		// the refund runs without it.
-		refund := []store.Op{{Kind: store.OpRefund, Table: l.table, Key: key, Now: l.now(), N: n, Stamp: op.Stamp}}
+		refund := []store.Op{{Kind: store.OpRefund, Table: l.table, Key: key, Now: l.now(), N: n, Stamp: op.Result.Stamp}}
 		if err := l.apply(context.WithoutCancel(ctx), refund); err != nil {
 			l.errs.Add(1)
 			return fmt.Errorf("%w (and the refund failed: %w)", ctx.Err(), err)

@@ -181,7 +181,7 @@ func (g *gateStore) Apply(ctx context.Context, ops []store.Op) error {
 	}
 	err := g.Store.Apply(ctx, inner)
 	for i := range ops {
-		ops[i].Decision, ops[i].At, ops[i].Stamp, ops[i].Err = inner[i].Decision, inner[i].At, inner[i].Stamp, inner[i].Err
+		ops[i].Result = inner[i].Result
 	}
 	return err
 }

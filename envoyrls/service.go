@@ -399,7 +399,7 @@ func (s *Service) decideAll(ctx context.Context, checks []check, outs []outcome,
 	}
 	for j, i := range first {
 		o := &outs[i]
-		o.st, o.over, o.err = s.status(ctx, &checks[i], o.key, now, ops[j].Decision, ops[j].Err)
+		o.st, o.over, o.err = s.status(ctx, &checks[i], o.key, now, ops[j].Result.Decision, ops[j].Result.Err)
 	}
 	for _, i := range later {
 		one(i)

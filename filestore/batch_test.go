@@ -72,9 +72,9 @@ func TestBatchDecidesAsIfAlone(t *testing.T) {
 		}
 		for j := range opsM[i] {
 			f, m := opsF[i][j], opsM[i][j]
-			if f.Decision != m.Decision || f.At != m.At || f.Stamp != m.Stamp || !storetest.SameErrors(f.Err, m.Err) {
+			if f.Result.Decision != m.Result.Decision || f.Result.At != m.Result.At || f.Result.Stamp != m.Result.Stamp || !storetest.SameErrors(f.Result.Err, m.Result.Err) {
 				t.Fatalf("call %d op %d: file %+v at %d stamp %+v (%v), memory %+v at %d stamp %+v (%v)",
-					i, j, f.Decision, f.At, f.Stamp, f.Err, m.Decision, m.At, m.Stamp, m.Err)
+					i, j, f.Result.Decision, f.Result.At, f.Result.Stamp, f.Result.Err, m.Result.Decision, m.Result.At, m.Result.Stamp, m.Result.Err)
 			}
 		}
 	}

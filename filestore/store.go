@@ -254,7 +254,7 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	if err := t.store.batch.submit(&c.call); err != nil {
 		return algo.Decision{}, err
 	}
-	return c.ops[0].Decision, c.ops[0].Err
+	return c.ops[0].Result.Decision, c.ops[0].Result.Err
 }
 
 // single is a call of one op, made with one allocation.

@@ -492,21 +492,21 @@ func decodeOp(op *store.Op, now int64, v *[opFields]int64) {
 	}
 	d.ResetAfter = time.Duration(v[3])
 	atDelta, tatDelta, frac := v[4], v[5], v[6]
-	op.Err, op.At, op.Stamp, op.Decision = nil, 0, algo.Stamp{}, algo.Decision{}
+	op.Result = store.Result{}
 	if op.Kind != store.OpDecide && op.Kind != store.OpSchedule {
 		return
 	}
-	op.Decision = d
-	op.At = op.Now + atDelta
+	op.Result.Decision = d
+	op.Result.At = op.Now + atDelta
 	if d.Allowed && op.N > 0 {
-		op.Stamp.At = now + atDelta
+		op.Result.Stamp.At = now + atDelta
 		if a := op.Table.(*table).policy.Algorithm(); a == algo.TokenBucket || a == algo.LeakyBucket {
-			op.Stamp.TAT, op.Stamp.Frac = now+tatDelta, frac
+			op.Result.Stamp.TAT, op.Result.Stamp.Frac = now+tatDelta, frac
 		}
 	}
 	if code == 2 {
 		burst := op.Table.(*table).policy.Burst()
-		op.Err = fmt.Errorf("redisstore: %w: cost %d, burst %d", floodgate.ErrCostExceedsBurst, op.N, burst)
+		op.Result.Err = fmt.Errorf("redisstore: %w: cost %d, burst %d", floodgate.ErrCostExceedsBurst, op.N, burst)
 	}
 }
 

@@ -154,8 +154,8 @@ func TestCorruptReply(t *testing.T) {
 			if !errors.Is(c.err, ErrCorrupt) || !strings.Contains(c.err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrCorrupt saying %q", c.err, tc.want)
 			}
-			if op.Decision.Allowed || op.Decision.Remaining != 0 {
-				t.Errorf("op set from a corrupt reply: %+v", op.Decision)
+			if op.Result.Decision.Allowed || op.Result.Decision.Remaining != 0 {
+				t.Errorf("op set from a corrupt reply: %+v", op.Result.Decision)
 			}
 		})
 	}
@@ -167,7 +167,7 @@ func TestCorruptReply(t *testing.T) {
 	if c.err != nil {
 		t.Fatal(c.err)
 	}
-	if d := op.Decision; !d.Allowed || d.Remaining != 5 || d.RetryAfter != algo.Never || d.ResetAfter != 9007199254740993 {
+	if d := op.Result.Decision; !d.Allowed || d.Remaining != 5 || d.RetryAfter != algo.Never || d.ResetAfter != 9007199254740993 {
 		t.Errorf("decision %+v", d)
 	}
 }

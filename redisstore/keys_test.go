@@ -122,11 +122,11 @@ func TestServerClockStamps(t *testing.T) {
 		tb, _ := s.Table(policy, p)
 		before := c.Time(ctx).Val().UnixNano()
 		ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: 42, N: 4}}
-		if err := s.Apply(ctx, ops); err != nil || !ops[0].Decision.Allowed {
+		if err := s.Apply(ctx, ops); err != nil || !ops[0].Result.Decision.Allowed {
 			t.Fatalf("%s: %+v %v", policy, ops[0], err)
 		}
 		after := c.Time(ctx).Val().UnixNano()
-		st := ops[0].Stamp
+		st := ops[0].Result.Stamp
 		if st.At < before || st.At > after {
 			t.Errorf("%s: stamp at %d, not within Redis's %d..%d", policy, st.At, before, after)
 		}
@@ -162,13 +162,13 @@ func TestDrainedKeysAreDeleted(t *testing.T) {
 		tb, _ := s.Table(policy, p)
 		key := redisstore.KeyOf(tb, "k")
 		ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: t0, N: 2}}
-		if err := s.Apply(ctx, ops); err != nil || !ops[0].Decision.Allowed {
+		if err := s.Apply(ctx, ops); err != nil || !ops[0].Result.Decision.Allowed {
 			t.Fatalf("%s: %+v %v", policy, ops[0], err)
 		}
 		if n := c.Exists(ctx, key).Val(); n != 1 {
 			t.Fatalf("%s: key %q missing after an admitted event", policy, key)
 		}
-		refund := []store.Op{{Kind: store.OpRefund, Table: tb, Key: "k", Now: t0, N: 2, Stamp: ops[0].Stamp}}
+		refund := []store.Op{{Kind: store.OpRefund, Table: tb, Key: "k", Now: t0, N: 2, Stamp: ops[0].Result.Stamp}}
 		if err := s.Apply(ctx, refund); err != nil {
 			t.Fatal(err)
 		}

@@ -111,9 +111,9 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 							if !callerTime && name == "bucket" && got.Key == "f" {
 								continue
 							}
-							if got.Decision.Allowed != w.Decision.Allowed || got.Decision.Remaining != w.Decision.Remaining ||
-								(callerTime && got.Decision != w.Decision) {
-								t.Errorf("call %d op %d (%s, %d): got %+v, want %+v", i, j, got.Key, got.N, got.Decision, w.Decision)
+							if got.Result.Decision.Allowed != w.Result.Decision.Allowed || got.Result.Decision.Remaining != w.Result.Decision.Remaining ||
+								(callerTime && got.Result.Decision != w.Result.Decision) {
+								t.Errorf("call %d op %d (%s, %d): got %+v, want %+v", i, j, got.Key, got.N, got.Result.Decision, w.Result.Decision)
 							}
 						}
 					}

@@ -80,8 +80,8 @@ func TestFunctionLibrary(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: fmt.Sprint("many", i), Now: 1e9, N: 1}}
-			if err := s.ApplyEach(ctx, ops); err != nil || !ops[0].Decision.Allowed {
-				t.Errorf("caller %d after FUNCTION FLUSH: %+v %v", i, ops[0].Decision, err)
+			if err := s.ApplyEach(ctx, ops); err != nil || !ops[0].Result.Decision.Allowed {
+				t.Errorf("caller %d after FUNCTION FLUSH: %+v %v", i, ops[0].Result.Decision, err)
 			}
 		})
 	}

@@ -104,7 +104,7 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	if err != nil {
 		return algo.Decision{}, err
 	}
-	return op.Decision, op.Err
+	return op.Result.Decision, op.Result.Err
 }
 
 func (s *Store) slotOf(op *store.Op) uint16 {
@@ -251,7 +251,7 @@ func (s *Store) applyAcrossSlots(ctx context.Context, gs []*group) error {
 			continue
 		}
 		for _, op := range g.ops {
-			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && !op.Decision.Allowed {
+			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && !op.Result.Decision.Allowed {
 				denied = true
 			}
 		}
@@ -275,7 +275,7 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 		}
 		admitted := true
 		for _, op := range g.ops {
-			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && !op.Decision.Allowed {
+			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && !op.Result.Decision.Allowed {
 				admitted = false
 			}
 		}
@@ -284,7 +284,7 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 		}
 		for _, op := range g.ops {
 			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && op.N > 0 {
-				refunds = append(refunds, store.Op{Kind: store.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Stamp})
+				refunds = append(refunds, store.Op{Kind: store.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Result.Stamp})
 			}
 		}
 	}

@@ -14,11 +14,11 @@ type OpKind uint8
 // The operations of Store.Apply and Store.ApplyEach.
 const (
 	// OpDecide decides N units at Now, like Table.Decide; when admitted
-	// with N > 0 it sets Stamp, for a later refund.
+	// with N > 0 it sets Result.Stamp, for a later refund.
 	OpDecide OpKind = iota + 1
 	// OpSchedule decides N units at Now, and when they are not admitted
 	// at Now but would be within MaxWait, admits them for later, holding
-	// them from Now (algo.Policy.Schedule). It sets Decision, At and Stamp.
+	// them from Now (algo.Policy.Schedule).
 	OpSchedule
 	// OpRefund gives back N units admitted with Stamp (algo.Policy.Refund).
 	OpRefund
@@ -26,39 +26,61 @@ const (
 	OpReset
 )
 
-// Op is one operation of Store.Apply: its input, then what the store sets.
+// Op is one operation of Store.Apply and Store.ApplyEach: what to do,
+// then, in Result, what the store did.
 type Op struct {
-	Kind    OpKind
-	Table   Table
-	Key     string
-	Now     int64 // nanoseconds since the Unix epoch
-	N       int64
-	MaxWait time.Duration // OpSchedule
-	Stamp   algo.Stamp    // OpRefund's input; set by an admitted OpDecide or OpSchedule
+	Kind  OpKind
+	Table Table
+	Key   string
+	Now   int64 // nanoseconds since the Unix epoch
+	// N is the units: the cost of OpDecide and OpSchedule, the units that
+	// OpRefund gives back.
+	N int64
+	// MaxWait is OpSchedule's: the longest wait for which it admits units
+	// for later.
+	MaxWait time.Duration
+	// Stamp is OpRefund's: the Result.Stamp of the op that admitted the
+	// units.
+	Stamp algo.Stamp
 
-	Decision algo.Decision // OpDecide, OpSchedule
-	At       int64         // OpSchedule: the instant the caller may act
-	Err      error         // a denial's reason, such as algo.ErrCostExceedsBurst
+	// Result is set by the store.
+	Result Result
+}
+
+// Result is what a store did with an Op.
+type Result struct {
+	// Decision is an OpDecide's or OpSchedule's; the zero Decision for
+	// the other kinds.
+	Decision algo.Decision
+	// At is the instant from which an admitted OpDecide or OpSchedule may
+	// act: Now, or later for units scheduled for later, or for units
+	// placed after a step back of the clock (algo.Stamp.At).
+	At int64
+	// Stamp identifies the units an admitted OpDecide or OpSchedule with
+	// N > 0 spent, for an OpRefund to give them back.
+	Stamp algo.Stamp
+	// Err is a denial's reason, such as algo.ErrCostExceedsBurst; nil for
+	// an admission and a plain denial.
+	Err error
 }
 
 // Carry carries out op on s, the state of op's key under p, as every
-// Store's Apply does for each of its ops: it sets op's outputs (Decision,
-// At, Stamp, Err) and reports whether the op went through, false only for
+// Store's Apply does for each of its ops: it sets op.Result and reports whether the op went through, false only for
 // a denied OpDecide or OpSchedule, which leaves s as it was (the caller
 // then undoes the batch's other ops). An error (a bad time or cost, an
 // unknown kind) means nothing was carried out; s may have changed and is
 // to be discarded.
 func (op *Op) Carry(p *algo.Policy, s *algo.State) (ok bool, err error) {
-	stamp := op.Stamp
-	op.Err, op.At, op.Stamp, op.Decision = nil, 0, algo.Stamp{}, algo.Decision{}
+	r := &op.Result
+	*r = Result{}
 	switch op.Kind {
 	case OpDecide:
-		op.Decision, err = p.Decide(s, op.Now, op.N)
-		op.At = op.Now
+		r.Decision, err = p.Decide(s, op.Now, op.N)
+		r.At = op.Now
 	case OpSchedule:
-		op.Decision, op.At, err = p.Schedule(s, op.Now, op.N, int64(op.MaxWait))
+		r.Decision, r.At, err = p.Schedule(s, op.Now, op.N, int64(op.MaxWait))
 	case OpRefund:
-		return true, p.Refund(s, stamp, op.Now, op.N)
+		return true, p.Refund(s, op.Stamp, op.Now, op.N)
 	case OpReset:
 		if op.Now < 0 || op.Now > algo.MaxTime {
 			return false, fmt.Errorf("%w: %d ns is outside [0, %d]", algo.ErrInvalidTime, op.Now, int64(algo.MaxTime))
@@ -69,14 +91,14 @@ func (op *Op) Carry(p *algo.Policy, s *algo.State) (ok bool, err error) {
 		return false, fmt.Errorf("%w: kind %d", ErrInvalidOp, op.Kind)
 	}
 	if errors.Is(err, algo.ErrCostExceedsBurst) {
-		op.Err, err = err, nil
+		r.Err, err = err, nil
 	}
-	if err != nil || !op.Decision.Allowed {
+	if err != nil || !r.Decision.Allowed {
 		return false, err
 	}
 	if op.N > 0 {
-		op.Stamp = p.StampOf(s, op.At)
-		op.At = op.Stamp.At
+		r.Stamp = p.StampOf(s, r.At)
+		r.At = r.Stamp.At
 	}
 	return true, nil
 }

@@ -241,12 +241,12 @@ func Differential(t testing.TB, st store.Store, data []byte, batches int) {
 			if errM != nil {
 				break // the outputs of a failed batch mean nothing
 			}
-			if m.Decision != f.Decision || m.At != f.At || m.Stamp != f.Stamp || !SameErrors(m.Err, f.Err) {
+			if m.Result.Decision != f.Result.Decision || m.Result.At != f.Result.At || m.Result.Stamp != f.Result.Stamp || !SameErrors(m.Result.Err, f.Result.Err) {
 				t.Fatalf("batch %d op %d (kind %d, %q n=%d at %d):\nmemory %+v at %d stamp %+v err %v\nstore  %+v at %d stamp %+v err %v",
-					b, i, m.Kind, m.Key, m.N, m.Now, m.Decision, m.At, m.Stamp, m.Err, f.Decision, f.At, f.Stamp, f.Err)
+					b, i, m.Kind, m.Key, m.N, m.Now, m.Result.Decision, m.Result.At, m.Result.Stamp, m.Result.Err, f.Result.Decision, f.Result.At, f.Result.Stamp, f.Result.Err)
 			}
-			if m.Decision.Allowed && m.N > 0 && (m.Kind == store.OpDecide || m.Kind == store.OpSchedule) {
-				stamps[slotKey{tableIndex(tm, m.Table), m.Key}] = m.Stamp
+			if m.Result.Decision.Allowed && m.N > 0 && (m.Kind == store.OpDecide || m.Kind == store.OpSchedule) {
+				stamps[slotKey{tableIndex(tm, m.Table), m.Key}] = m.Result.Stamp
 			}
 		}
 		// Every key's headroom must agree after the batch.

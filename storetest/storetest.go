@@ -135,11 +135,11 @@ func testVectorsApply(t *testing.T, s store.Store) {
 		for _, st := range v.Steps {
 			ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: st.Key, Now: st.T, N: st.N}}
 			apply(t, s, ops)
-			if st.WantErr != errors.Is(ops[0].Err, floodgate.ErrCostExceedsBurst) {
-				t.Fatalf("vectors line %d (%v) via Apply: %s: Op.Err %v", st.Line, v.Policy, formatStep(st), ops[0].Err)
+			if st.WantErr != errors.Is(ops[0].Result.Err, floodgate.ErrCostExceedsBurst) {
+				t.Fatalf("vectors line %d (%v) via Apply: %s: Op.Err %v", st.Line, v.Policy, formatStep(st), ops[0].Result.Err)
 			}
-			if ops[0].Decision != st.Want {
-				t.Fatalf("vectors line %d (%v) via Apply: %s: got %+v", st.Line, v.Policy, formatStep(st), ops[0].Decision)
+			if ops[0].Result.Decision != st.Want {
+				t.Fatalf("vectors line %d (%v) via Apply: %s: got %+v", st.Line, v.Policy, formatStep(st), ops[0].Result.Decision)
 			}
 		}
 	}
@@ -240,8 +240,8 @@ func testAllOrNothing(t *testing.T, s store.Store) {
 		{Kind: store.OpDecide, Table: global, Key: "all", Now: t0 + 1, N: 1},
 	}
 	apply(t, s, ops)
-	if !ops[0].Decision.Allowed || ops[1].Decision.Allowed {
-		t.Fatalf("want the user limit to admit and the global one to deny, got %+v and %+v", ops[0].Decision, ops[1].Decision)
+	if !ops[0].Result.Decision.Allowed || ops[1].Result.Decision.Allowed {
+		t.Fatalf("want the user limit to admit and the global one to deny, got %+v and %+v", ops[0].Result.Decision, ops[1].Result.Decision)
 	}
 	if d := peek(t, user, "alice", t0+1); d.Remaining != 5 {
 		t.Fatalf("a denied combined check spent units on another limit: %+v", d)
@@ -251,8 +251,8 @@ func testAllOrNothing(t *testing.T, s store.Store) {
 		{Kind: store.OpDecide, Table: global, Key: "all", Now: t0 + time.Minute.Nanoseconds(), N: 1},
 	}
 	apply(t, s, ops)
-	if !ops[0].Decision.Allowed || !ops[1].Decision.Allowed {
-		t.Fatalf("want both limits to admit a minute later, got %+v and %+v", ops[0].Decision, ops[1].Decision)
+	if !ops[0].Result.Decision.Allowed || !ops[1].Result.Decision.Allowed {
+		t.Fatalf("want both limits to admit a minute later, got %+v and %+v", ops[0].Result.Decision, ops[1].Result.Decision)
 	}
 	if d := peek(t, user, "alice", t0+time.Minute.Nanoseconds()); d.Remaining != 3 {
 		t.Fatalf("an admitted combined check did not spend: %+v", d)
@@ -266,8 +266,8 @@ func testAllOrNothingSameKey(t *testing.T, s store.Store) {
 		{Kind: store.OpDecide, Table: tb, Key: "k", Now: t0, N: 2},
 	}
 	apply(t, s, ops)
-	if !ops[0].Decision.Allowed || ops[1].Decision.Allowed {
-		t.Fatalf("two ops of 2 on one 3/1m key: the second must see the first; got %+v, %+v", ops[0].Decision, ops[1].Decision)
+	if !ops[0].Result.Decision.Allowed || ops[1].Result.Decision.Allowed {
+		t.Fatalf("two ops of 2 on one 3/1m key: the second must see the first; got %+v, %+v", ops[0].Result.Decision, ops[1].Result.Decision)
 	}
 	if d := peek(t, tb, "k", t0); d.Remaining != 3 {
 		t.Fatalf("a denied batch spent units: %+v", d)
@@ -289,19 +289,19 @@ func testRefund(t *testing.T, s store.Store) {
 			ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: now, N: step.n}}
 			apply(t, s, ops)
 			want, _ := p.Decide(&local, now, step.n)
-			if ops[0].Decision != want {
-				t.Fatalf("%s step %d: got %+v, want %+v", pol, i, ops[0].Decision, want)
+			if ops[0].Result.Decision != want {
+				t.Fatalf("%s step %d: got %+v, want %+v", pol, i, ops[0].Result.Decision, want)
 			}
 			if !want.Allowed {
 				continue
 			}
 			stamp := p.StampOf(&local, now)
-			if ops[0].Stamp != stamp {
-				t.Fatalf("%s step %d: Stamp %+v, want %+v", pol, i, ops[0].Stamp, stamp)
+			if ops[0].Result.Stamp != stamp {
+				t.Fatalf("%s step %d: Stamp %+v, want %+v", pol, i, ops[0].Result.Stamp, stamp)
 			}
 			if step.refund {
 				later := now + 5e7
-				apply(t, s, []store.Op{{Kind: store.OpRefund, Table: tb, Key: "k", Now: later, N: step.refundN, Stamp: ops[0].Stamp}})
+				apply(t, s, []store.Op{{Kind: store.OpRefund, Table: tb, Key: "k", Now: later, N: step.refundN, Stamp: ops[0].Result.Stamp}})
 				if err := p.Refund(&local, stamp, later, step.refundN); err != nil {
 					t.Fatal(err)
 				}
@@ -329,8 +329,8 @@ func testSchedule(t *testing.T, s store.Store) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ops[0].Decision != want || ops[0].At != at {
-				t.Fatalf("%s call %d: got %+v at %d, want %+v at %d", pol, i, ops[0].Decision, ops[0].At, want, at)
+			if ops[0].Result.Decision != want || ops[0].Result.At != at {
+				t.Fatalf("%s call %d: got %+v at %d, want %+v at %d", pol, i, ops[0].Result.Decision, ops[0].Result.At, want, at)
 			}
 		}
 	}
@@ -381,7 +381,7 @@ func testConcurrentExact(t *testing.T, s store.Store) {
 				if i%4 == 0 { // some through Apply
 					ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "hot", Now: t0, N: 1}}
 					err = s.Apply(ctx, ops)
-					d = ops[0].Decision
+					d = ops[0].Result.Decision
 				} else {
 					d, err = tb.Decide(ctx, "hot", t0, 1)
 				}
@@ -429,11 +429,11 @@ func testApplyConcurrent(t *testing.T, s store.Store) {
 					t.Error(err)
 					return
 				}
-				if ops[0].Decision.Allowed != ops[1].Decision.Allowed {
-					t.Errorf("all-or-nothing broken: %+v vs %+v", ops[0].Decision, ops[1].Decision)
+				if ops[0].Result.Decision.Allowed != ops[1].Result.Decision.Allowed {
+					t.Errorf("all-or-nothing broken: %+v vs %+v", ops[0].Result.Decision, ops[1].Result.Decision)
 					return
 				}
-				if ops[0].Decision.Allowed {
+				if ops[0].Result.Decision.Allowed {
 					admitted.Add(1)
 				}
 			}
@@ -490,9 +490,9 @@ func testApplyEach(t *testing.T, s store.Store) {
 		}
 		for i := range ops {
 			g, w := ops[i], want[i]
-			if g.Decision != w.Decision || g.At != w.At || g.Stamp != w.Stamp || !SameErrors(g.Err, w.Err) {
+			if g.Result.Decision != w.Result.Decision || g.Result.At != w.Result.At || g.Result.Stamp != w.Result.Stamp || !SameErrors(g.Result.Err, w.Result.Err) {
 				t.Fatalf("round %d op %d (kind %d, %q n=%d): got %+v at %d stamp %+v err %v; want %+v at %d stamp %+v err %v",
-					round, i, g.Kind, g.Key, g.N, g.Decision, g.At, g.Stamp, g.Err, w.Decision, w.At, w.Stamp, w.Err)
+					round, i, g.Kind, g.Key, g.N, g.Result.Decision, g.Result.At, g.Result.Stamp, g.Result.Err, w.Result.Decision, w.Result.At, w.Result.Stamp, w.Result.Err)
 			}
 		}
 	}
