@@ -152,8 +152,8 @@ func refundAll(ctx context.Context, groups []*group) error {
 	for _, g := range groups {
 		refunds := make([]store.Op, 0, len(g.ops))
 		for _, op := range g.ops {
-			if op.Result.Decision.Allowed && op.N > 0 {
-				refunds = append(refunds, store.Op{Kind: store.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Result.Stamp})
+			if r, ok := op.Refund(op.Now); ok {
+				refunds = append(refunds, r)
 			}
 		}
 		if len(refunds) > 0 {

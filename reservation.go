@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -17,12 +16,9 @@ import (
 // A Reservation is safe for concurrent use; only the first Commit or
 // Cancel has an effect.
 type Reservation struct {
-	l     *Limiter
-	key   string
-	n     int64
-	d     Decision
-	stamp algo.Stamp
-	held  bool // admitted and not dry-run: there is something to give back
+	l  *Limiter
+	op store.Op // the op that reserved: Cancel refunds what it spent
+	d  Decision
 
 	mu   sync.Mutex
 	done bool
@@ -40,11 +36,10 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	}
 	ad := op.Result.Decision
 	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, policy: &l.policy}
-	held := ad.Allowed && n > 0
 	if !ad.Allowed || err != nil {
 		d, err = l.denial(ad, err)
 	}
-	return &Reservation{l: l, key: key, n: n, d: d, stamp: op.Result.Stamp, held: held}, err
+	return &Reservation{l: l, op: *op, d: d}, err
 }
 
 // Decision returns the decision on the reservation.
@@ -69,11 +64,12 @@ func (r *Reservation) Commit() {
 func (r *Reservation) Cancel(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.done || !r.held {
+	refund, held := r.op.Refund(r.l.now())
+	if r.done || !held {
 		r.done = true
 		return nil
 	}
-	err := r.l.apply(ctx, []store.Op{{Kind: store.OpRefund, Table: r.l.table, Key: r.key, Now: r.l.now(), N: r.n, Stamp: r.stamp}})
+	err := r.l.apply(ctx, []store.Op{refund})
 	if err == nil {
 		r.done = true
 	}

@@ -88,8 +88,8 @@ func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget
 		t.Stop()
 		// Give back what is still held. The caller's context is done, so
 		// the refund runs without it.
-		refund := []store.Op{{Kind: store.OpRefund, Table: l.table, Key: key, Now: l.now(), N: n, Stamp: op.Result.Stamp}}
-		if err := l.apply(context.WithoutCancel(ctx), refund); err != nil {
+		refund, _ := op.Refund(l.now())
+		if err := l.apply(context.WithoutCancel(ctx), []store.Op{refund}); err != nil {
 			l.errs.Add(1)
 			return fmt.Errorf("%w (and the refund failed: %w)", ctx.Err(), err)
 		}

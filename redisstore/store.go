@@ -283,8 +283,8 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 			continue
 		}
 		for _, op := range g.ops {
-			if (op.Kind == store.OpDecide || op.Kind == store.OpSchedule) && op.N > 0 {
-				refunds = append(refunds, store.Op{Kind: store.OpRefund, Table: op.Table, Key: op.Key, Now: op.Now, N: op.N, Stamp: op.Result.Stamp})
+			if r, ok := op.Refund(op.Now); ok {
+				refunds = append(refunds, r)
 			}
 		}
 	}

@@ -102,3 +102,12 @@ func (op *Op) Carry(p *algo.Policy, s *algo.State) (ok bool, err error) {
 	}
 	return true, nil
 }
+
+// Refund returns the op that gives back, at now, the units that op spent,
+// and whether it spent any: an OpDecide or OpSchedule admitted with N > 0.
+func (op *Op) Refund(now int64) (Op, bool) {
+	if (op.Kind != OpDecide && op.Kind != OpSchedule) || !op.Result.Decision.Allowed || op.N <= 0 {
+		return Op{}, false
+	}
+	return Op{Kind: OpRefund, Table: op.Table, Key: op.Key, Now: now, N: op.N, Stamp: op.Result.Stamp}, true
+}
