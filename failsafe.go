@@ -256,6 +256,15 @@ func (f *FailsafeStore) Stats() FailsafeStats {
 	}
 }
 
+// policy returns the policy of t, a table of f (store.Check's question).
+func (f *FailsafeStore) policy(t store.Table) (*algo.Policy, bool) {
+	ft, ok := t.(*failsafeTable)
+	if !ok || ft.f != f {
+		return nil, false
+	}
+	return &ft.p, true
+}
+
 // Table implements Store: it returns a table wrapping the store's table
 // named name with policy p, and the store's error if it has one (which is
 // not a failure: stores make tables without calling out).
@@ -305,7 +314,7 @@ func (t *failsafeTable) Decide(ctx context.Context, key string, now, n int64) (a
 		f.fail(g, err, false)
 		return t.fallback(ctx, key, now, n)
 	}
-	if err := checkInput(now, n); err != nil {
+	if err := t.p.CheckEvent(now, n); err != nil {
 		return algo.Decision{}, err
 	}
 	if n <= t.p.Burst() && f.acquireProbe() {
@@ -377,14 +386,9 @@ func (f *FailsafeStore) apply(ctx context.Context, ops []store.Op, each bool) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for i := range ops {
-		op := &ops[i]
-		if t, ok := op.Table.(*failsafeTable); !ok || t.f != f {
-			return fmt.Errorf("floodgate: op %d: %w", i, store.ErrForeignTable)
-		}
-		if op.Kind < store.OpDecide || op.Kind > store.OpReset {
-			return fmt.Errorf("floodgate: op %d: unknown kind %d", i, op.Kind)
-		}
+	// Bad input is answered the same, up or down.
+	if err := store.Check(ops, f.policy); err != nil {
+		return fmt.Errorf("floodgate: %w", err)
 	}
 	g := f.gen.Load()
 	if g&1 == 0 { // up
@@ -397,11 +401,6 @@ func (f *FailsafeStore) apply(ctx context.Context, ops []store.Op, each bool) er
 		}
 		f.fail(g, err, false)
 		return f.applyFallback(ctx, ops, each)
-	}
-	for i := range ops {
-		if err := checkOp(&ops[i]); err != nil {
-			return fmt.Errorf("floodgate: op %d on %q: %w", i, ops[i].Key, err)
-		}
 	}
 	if probeable(ops) && f.acquireProbe() {
 		g := f.gen.Load()
@@ -584,7 +583,7 @@ func (f *FailsafeStore) isFailure(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	for _, bad := range [...]error{ErrInvalidCost, ErrInvalidTime, ErrInvalidPolicy, store.ErrInvalidKey, store.ErrForeignTable, ErrCostExceedsBurst} {
+	for _, bad := range [...]error{ErrInvalidCost, ErrInvalidTime, ErrInvalidPolicy, store.ErrInvalidKey, store.ErrForeignTable, store.ErrInvalidOp, ErrCostExceedsBurst} {
 		if errors.Is(err, bad) {
 			return false
 		}
@@ -698,33 +697,6 @@ func (f *FailsafeStore) unavailable() error {
 		return *e
 	}
 	return fmt.Errorf("floodgate: %w", ErrStoreUnavailable)
-}
-
-// checkInput returns the error the store would return for a decision of
-// cost n at now (algo.Policy.Decide's): bad input is answered the same, up
-// or down.
-func checkInput(now, n int64) error {
-	switch {
-	case now < 0 || now > algo.MaxTime:
-		return fmt.Errorf("%w: %d ns is outside [0, %d]", ErrInvalidTime, now, int64(algo.MaxTime))
-	case n < 0:
-		return fmt.Errorf("%w: %d", ErrInvalidCost, n)
-	}
-	return nil
-}
-
-// checkOp is checkInput for an op of Apply.
-func checkOp(op *store.Op) error {
-	if op.Kind == store.OpReset {
-		return nil
-	}
-	if err := checkInput(op.Now, op.N); err != nil {
-		return err
-	}
-	if p := op.Table.(*failsafeTable).p; op.Kind == store.OpRefund && op.N > p.Burst() {
-		return fmt.Errorf("%w: refund of %d with burst %d", ErrInvalidCost, op.N, p.Burst())
-	}
-	return nil
 }
 
 func costExceedsBurst(n int64, p Policy) error {

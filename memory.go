@@ -102,6 +102,15 @@ type memTable struct {
 	t     *memtable.Table
 }
 
+// policy returns the policy of t, a table of m (store.Check's question).
+func (m *MemoryStore) policy(t store.Table) (*algo.Policy, bool) {
+	mt, ok := t.(*memTable)
+	if !ok || mt.store != m {
+		return nil, false
+	}
+	return mt.t.Policy(), true
+}
+
 func (t *memTable) Decide(_ context.Context, key string, now, n int64) (algo.Decision, error) {
 	return t.t.Decide(key, now, n)
 }
@@ -124,6 +133,9 @@ func (m *MemoryStore) Apply(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := store.Check(ops, m.policy); err != nil {
+		return fmt.Errorf("floodgate: %w", err)
+	}
 	type lock struct {
 		t     *memTable
 		shard int
@@ -138,10 +150,7 @@ func (m *MemoryStore) Apply(ctx context.Context, ops []store.Op) error {
 	hashes := make([]uint64, len(ops))
 	locks := make([]lock, 0, len(ops))
 	for i := range ops {
-		t, ok := ops[i].Table.(*memTable)
-		if !ok || t.store != m {
-			return fmt.Errorf("floodgate: op %d: %w", i, store.ErrForeignTable)
-		}
+		t := ops[i].Table.(*memTable)
 		tables[i], hashes[i] = t, t.t.Hash(ops[i].Key)
 		locks = append(locks, lock{t, t.t.Shard(hashes[i])})
 	}

@@ -50,11 +50,8 @@ func (p *Policy) StampOf(s *State, now int64) Stamp {
 // holds, changes nothing. A negative n or time out of range is an error and
 // changes nothing.
 func (p *Policy) Refund(s *State, st Stamp, now, n int64) error {
-	if err := p.CheckEvent(now, n); err != nil {
+	if err := p.CheckRefund(now, n); err != nil {
 		return err
-	}
-	if n > p.burst {
-		return fmt.Errorf("%w: refund of %d with burst %d", ErrInvalidCost, n, p.burst)
 	}
 	if s.alg != p.alg || n == 0 {
 		return nil
@@ -77,6 +74,20 @@ func (p *Policy) Refund(s *State, st Stamp, now, n int64) error {
 		if s.log != nil {
 			s.log.take(st.At, n)
 		}
+	}
+	return nil
+}
+
+// CheckRefund returns the error Refund returns, changing nothing, for a
+// refund of n units at now that it cannot carry out: those of CheckEvent,
+// and an error wrapping ErrInvalidCost for n above the burst, which no
+// event can have been admitted with; nil otherwise.
+func (p *Policy) CheckRefund(now, n int64) error {
+	if err := p.CheckEvent(now, n); err != nil {
+		return err
+	}
+	if n > p.burst {
+		return fmt.Errorf("%w: refund of %d with burst %d", ErrInvalidCost, n, p.burst)
 	}
 	return nil
 }

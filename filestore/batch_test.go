@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,13 +53,21 @@ func TestBatchDecidesAsIfAlone(t *testing.T) {
 	}
 	errsF := make([]chan error, calls)
 	release := holdFile(t, path)
+	waiting := -1 // the calls waiting for the file, besides the one holding the batcher
 	for i := range calls {
 		errsF[i] = make(chan error, 1)
 		go func() { errsF[i] <- fs.Apply(ctx, opsF[i]) }()
-		if i == 0 {
+		switch {
+		case slices.ContainsFunc(opsF[i], func(op store.Op) bool { return op.N < 0 }):
+			// Bad input is refused before the call waits for the file.
+			err := <-errsF[i]
+			errsF[i] <- err
+		case waiting < 0:
 			waitFor(t, func() bool { return filestore.Busy(fs) })
-		} else {
-			waitFor(t, func() bool { return filestore.PendingCalls(fs) == i })
+			waiting = 0
+		default:
+			waiting++
+			waitFor(t, func() bool { return filestore.PendingCalls(fs) == waiting })
 		}
 	}
 	release()

@@ -247,7 +247,7 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	}
 	c := &single{}
 	c.ops[0] = store.Op{Kind: store.OpDecide, Table: t, Key: key, Now: now, N: n}
-	if err := t.store.check(0, &c.ops[0]); err != nil {
+	if err := t.store.check(c.ops[:]); err != nil {
 		return algo.Decision{}, err
 	}
 	c.call.ops, c.call.ctx = c.ops[:], ctx
@@ -263,17 +263,28 @@ type single struct {
 	ops [1]store.Op
 }
 
-// check validates op i of an Apply before the file is opened: its table
-// and its key. Times and costs are Op.Carry's to check.
-func (s *Store) check(i int, op *store.Op) error {
-	t, ok := op.Table.(*table)
-	if !ok || t.store != s {
-		return fmt.Errorf("filestore: op %d: %w", i, store.ErrForeignTable)
+// check checks ops before the file is opened (store.Check), and their
+// keys, whose length bbolt bounds.
+func (s *Store) check(ops []store.Op) error {
+	if err := store.Check(ops, s.policy); err != nil {
+		return fmt.Errorf("filestore: %w", err)
 	}
-	if n := storedLen(op.Key); n > bolt.MaxKeySize {
-		return fmt.Errorf("filestore: op %d: %w: a key of %d bytes, more than bbolt's %d", i, store.ErrInvalidKey, len(op.Key), bolt.MaxKeySize-(n-len(op.Key)))
+	for i := range ops {
+		if k := ops[i].Key; storedLen(k) > bolt.MaxKeySize {
+			return fmt.Errorf("filestore: op %d: %w: a key of %d bytes, more than bbolt's %d",
+				i, store.ErrInvalidKey, len(k), bolt.MaxKeySize-(storedLen(k)-len(k)))
+		}
 	}
 	return nil
+}
+
+// policy returns the policy of t, a table of s (store.Check's question).
+func (s *Store) policy(t store.Table) (*algo.Policy, bool) {
+	ft, ok := t.(*table)
+	if !ok || ft.store != s {
+		return nil, false
+	}
+	return &ft.policy, true
 }
 
 // Apply implements store.Store: the ops are carried out in one bbolt
@@ -285,10 +296,8 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for i := range ops {
-		if err := s.check(i, &ops[i]); err != nil {
-			return err
-		}
+	if err := s.check(ops); err != nil {
+		return err
 	}
 	if len(ops) == 0 {
 		return nil
@@ -303,10 +312,8 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for i := range ops {
-		if err := s.check(i, &ops[i]); err != nil {
-			return err
-		}
+	if err := s.check(ops); err != nil {
+		return err
 	}
 	if len(ops) == 0 {
 		return nil

@@ -97,8 +97,8 @@ type table struct {
 // calls are going to Redis at the same moment.
 func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
 	op := store.Op{Kind: store.OpDecide, Table: t, Key: key, Now: now, N: n}
-	if err := t.store.check(0, &op); err != nil {
-		return algo.Decision{}, err
+	if err := op.Check(&t.policy); err != nil {
+		return algo.Decision{}, fmt.Errorf("redisstore: %w", err)
 	}
 	op, err := t.store.batch.decide(ctx, op, t.store.slotOf(&op))
 	if err != nil {
@@ -114,30 +114,13 @@ func (s *Store) slotOf(op *store.Op) uint16 {
 	return slot(op.Table.(*table).prefix + op.Key)
 }
 
-// check validates op i of an Apply before anything is sent, so that bad
-// input changes nothing and gets the same errors as from package algo.
-func (s *Store) check(i int, op *store.Op) error {
-	t, ok := op.Table.(*table)
-	if !ok || t.store != s {
-		return fmt.Errorf("redisstore: op %d: %w", i, store.ErrForeignTable)
+// policy returns the policy of t, a table of s (store.Check's question).
+func (s *Store) policy(t store.Table) (*algo.Policy, bool) {
+	rt, ok := t.(*table)
+	if !ok || rt.store != s {
+		return nil, false
 	}
-	var err error
-	switch {
-	case op.Kind < store.OpDecide || op.Kind > store.OpReset:
-		err = fmt.Errorf("unknown kind %d", op.Kind)
-	case s.cfg.callerTime && (op.Now < 0 || op.Now > algo.MaxTime):
-		err = fmt.Errorf("%w: %d ns is outside [0, %d]", floodgate.ErrInvalidTime, op.Now, int64(algo.MaxTime))
-	case op.Kind != store.OpReset && op.N < 0:
-		err = fmt.Errorf("%w: %d", floodgate.ErrInvalidCost, op.N)
-	case op.Kind == store.OpRefund && op.N > t.policy.Burst():
-		err = fmt.Errorf("%w: refund of %d with burst %d", floodgate.ErrInvalidCost, op.N, t.policy.Burst())
-	case op.Kind == store.OpRefund && (op.Stamp.At < 0 || op.Stamp.At > algo.MaxTime):
-		err = fmt.Errorf("%w: a refund's stamp at %d ns is outside [0, %d]", floodgate.ErrInvalidTime, op.Stamp.At, int64(algo.MaxTime))
-	}
-	if err != nil {
-		return fmt.Errorf("redisstore: op %d on %q: %w", i, op.Key, err)
-	}
-	return nil
+	return &rt.policy, true
 }
 
 // checkAll checks ctx and every op before anything is sent.
@@ -145,10 +128,8 @@ func (s *Store) checkAll(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for i := range ops {
-		if err := s.check(i, &ops[i]); err != nil {
-			return err
-		}
+	if err := store.Check(ops, s.policy); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
 	}
 	return nil
 }

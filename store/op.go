@@ -65,11 +65,12 @@ type Result struct {
 }
 
 // Carry carries out op on s, the state of op's key under p, as every
-// Store's Apply does for each of its ops: it sets op.Result and reports whether the op went through, false only for
+// Store's Apply does for each of its ops, once they have passed Check: it
+// sets op.Result and reports whether the op went through, false only for
 // a denied OpDecide or OpSchedule, which leaves s as it was (the caller
-// then undoes the batch's other ops). An error (a bad time or cost, an
-// unknown kind) means nothing was carried out; s may have changed and is
-// to be discarded.
+// then undoes the batch's other ops). An error (input that Check refuses)
+// means nothing was carried out; s may have changed and is to be
+// discarded.
 func (op *Op) Carry(p *algo.Policy, s *algo.State) (ok bool, err error) {
 	r := &op.Result
 	*r = Result{}
@@ -82,9 +83,6 @@ func (op *Op) Carry(p *algo.Policy, s *algo.State) (ok bool, err error) {
 	case OpRefund:
 		return true, p.Refund(s, op.Stamp, op.Now, op.N)
 	case OpReset:
-		if op.Now < 0 || op.Now > algo.MaxTime {
-			return false, fmt.Errorf("%w: %d ns is outside [0, %d]", algo.ErrInvalidTime, op.Now, int64(algo.MaxTime))
-		}
 		*s = algo.State{}
 		return true, nil
 	default:
@@ -110,4 +108,42 @@ func (op *Op) Refund(now int64) (Op, bool) {
 		return Op{}, false
 	}
 	return Op{Kind: OpRefund, Table: op.Table, Key: op.Key, Now: now, N: op.N, Stamp: op.Result.Stamp}, true
+}
+
+// Check returns the error a store returns for op, on a table of policy p,
+// before it does anything: an error wrapping ErrInvalidOp for an unknown
+// kind; algo.ErrInvalidTime for a Now, or a refund's Stamp.At, outside [0,
+// algo.MaxTime]; algo.ErrInvalidCost for a negative N, or a refund of more
+// than the burst. A cost above the burst is not an error: it is denied.
+func (op *Op) Check(p *algo.Policy) error {
+	switch op.Kind {
+	case OpDecide, OpSchedule:
+		return p.CheckEvent(op.Now, op.N)
+	case OpRefund:
+		if op.Stamp.At < 0 || op.Stamp.At > algo.MaxTime {
+			return fmt.Errorf("%w: a refund's stamp at %d ns is outside [0, %d]", algo.ErrInvalidTime, op.Stamp.At, int64(algo.MaxTime))
+		}
+		return p.CheckRefund(op.Now, op.N)
+	case OpReset:
+		return p.CheckEvent(op.Now, 0)
+	}
+	return fmt.Errorf("%w: kind %d", ErrInvalidOp, op.Kind)
+}
+
+// Check checks ops as a store's Apply and ApplyEach do first, so that bad
+// input fails the whole call and changes nothing. policy returns the
+// policy of a table of the store, and false for another store's table
+// (ErrForeignTable). The error names the first op at fault.
+func Check(ops []Op, policy func(Table) (*algo.Policy, bool)) error {
+	for i := range ops {
+		op := &ops[i]
+		p, ok := policy(op.Table)
+		if !ok {
+			return fmt.Errorf("op %d: %w", i, ErrForeignTable)
+		}
+		if err := op.Check(p); err != nil {
+			return fmt.Errorf("op %d on %q: %w", i, op.Key, err)
+		}
+	}
+	return nil
 }
