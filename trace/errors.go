@@ -3,6 +3,8 @@ package trace
 import (
 	"errors"
 	"strconv"
+
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // Errors for broken input, wrapped with details; test for them with
@@ -13,11 +15,13 @@ var (
 	// event without t, or a text line with more than three fields.
 	ErrSyntax = errors.New("malformed line")
 	// ErrNumber is returned for a time or cost that is not a decimal
-	// number, and for a cost that is not a whole number.
-	ErrNumber = errors.New("invalid number")
+	// number, and for a cost that is not a whole number. Every reader of
+	// decimal seconds in floodgate wraps this same error.
+	ErrNumber = seconds.ErrNumber
 	// ErrRange is returned for a time outside [0, algo.MaxTime]
-	// nanoseconds and a cost outside [0, math.MaxInt64].
-	ErrRange = errors.New("out of range")
+	// nanoseconds and a cost outside [0, math.MaxInt64]. Every reader of
+	// decimal seconds in floodgate wraps this same error.
+	ErrRange = seconds.ErrRange
 	// ErrOrder is returned for an event earlier than the event before it.
 	ErrOrder = errors.New("time goes backwards")
 	// ErrLineTooLong is returned for a line longer than MaxLineSize bytes.

@@ -40,26 +40,3 @@ func ExampleReader_error() {
 	// Output:
 	// line 2: time goes backwards: t 9 is before t 10 on line 1 (traces must be in time order)
 }
-
-func ExampleParseSeconds() {
-	for _, s := range []string{"12.345", "1.5e3", "0.0000000005", "-1"} {
-		ns, err := trace.ParseSeconds(s)
-		fmt.Println(ns, err)
-	}
-	// Output:
-	// 12345000000 <nil>
-	// 1500000000000 <nil>
-	// 1 <nil>
-	// 0 "-1": out of range (want 0 to 4611686018.427387904 seconds)
-}
-
-func ExampleAppendSeconds() {
-	for _, ns := range []int64{43_000_000_000, 500_000_000, 1, 0} {
-		fmt.Println(string(trace.AppendSeconds(nil, ns)))
-	}
-	// Output:
-	// 43
-	// 0.5
-	// 0.000000001
-	// 0
-}

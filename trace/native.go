@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // ParseLine is the Format of floodgate's own traces, described in the
@@ -41,14 +43,14 @@ func parseText(line []byte) (Event, error) {
 	}
 	ev := Event{N: 1}
 	var err error
-	if ev.T, err = ParseSeconds(string(f[0])); err != nil {
+	if ev.T, err = seconds.Parse(string(f[0])); err != nil {
 		return Event{}, fmt.Errorf("t %w", err)
 	}
 	if len(f) > 1 {
 		ev.Key = string(f[1])
 	}
 	if len(f) > 2 {
-		if ev.N, err = parseCount(string(f[2])); err != nil {
+		if ev.N, err = seconds.ParseCount(string(f[2])); err != nil {
 			return Event{}, fmt.Errorf("n %w", err)
 		}
 	}
@@ -114,12 +116,12 @@ func setField(ev *Event, name string, value []byte) error {
 	case c == '-' || '0' <= c && c <= '9':
 		switch name {
 		case "t":
-			if ev.T, err = ParseSeconds(string(value)); err != nil {
+			if ev.T, err = seconds.Parse(string(value)); err != nil {
 				return fmt.Errorf("t %w", err)
 			}
 			return nil
 		case "n":
-			if ev.N, err = parseCount(string(value)); err != nil {
+			if ev.N, err = seconds.ParseCount(string(value)); err != nil {
 				return fmt.Errorf("n %w", err)
 			}
 			return nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // FuzzParseLineJSON checks ParseLine's own walk of JSON lines against
@@ -46,9 +48,9 @@ func FuzzParseLineJSON(f *testing.F) {
 			var err error
 			switch {
 			case name == "t":
-				want.T, err = ParseSeconds(string(raw))
+				want.T, err = seconds.Parse(string(raw))
 			case name == "n" && string(raw) != "null":
-				want.N, err = parseCount(string(raw))
+				want.N, err = seconds.ParseCount(string(raw))
 			case name == "key":
 				err = json.Unmarshal(raw, &want.Key)
 			}

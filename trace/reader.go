@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // MaxLineSize is the longest line a Reader accepts, in bytes, not
@@ -89,7 +91,7 @@ func (r *Reader) next() (Event, error) {
 			continue
 		case ev.T < r.last.T:
 			return Event{}, &LineError{r.line, fmt.Errorf("%w: t %s is before t %s on line %d (traces must be in time order)",
-				ErrOrder, AppendSeconds(nil, ev.T), AppendSeconds(nil, r.last.T), r.last.Line)}
+				ErrOrder, seconds.Append(nil, ev.T), seconds.Append(nil, r.last.T), r.last.Line)}
 		}
 		ev.Line = r.line
 		r.last = ev

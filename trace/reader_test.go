@@ -10,6 +10,7 @@ import (
 	"testing/iotest"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // readAll reads every event of in, and the error that ended the trace
@@ -178,7 +179,7 @@ func TestReaderFormat(t *testing.T) {
 		if !ok {
 			return Event{}, false, ErrSyntax
 		}
-		t, err := ParseSeconds(string(sec))
+		t, err := seconds.Parse(string(sec))
 		return Event{T: t, Key: string(key), N: 1}, err == nil, err
 	}
 	r := NewReader(strings.NewReader("a,1\nb,2\nc,1\n"))

@@ -1,0 +1,21 @@
+// Package seconds converts between floodgate's nanoseconds and the seconds
+// that its text speaks: the service's JSON, the CLI's output and traces.
+//
+// # The model
+//
+// Inside floodgate a time or a duration is an integer count of
+// nanoseconds (an int64, as time.Duration and algo's times are). Outside,
+// it is decimal seconds such as 12.345. The two convert exactly, with
+// integer arithmetic only: a float64 cannot hold every nanosecond count of
+// a long time, so a value never passes through one. Parse reads decimal
+// seconds into nanoseconds, rounding to the nearest nanosecond only when
+// the text has more than nine decimals; Append writes nanoseconds as the
+// decimal seconds that Parse reads back to the same value. ParseCount
+// reads a whole number (a cost) in the same syntax.
+//
+// # Errors
+//
+// Parse and ParseCount return errors wrapping ErrNumber for text that is
+// not a number and ErrRange for a number out of range; test for them with
+// errors.Is.
+package seconds
