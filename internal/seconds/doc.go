@@ -1,5 +1,6 @@
 // Package seconds converts between floodgate's nanoseconds and the seconds
-// that its text speaks: the service's JSON, the CLI's output and traces.
+// that its text speaks: the service's JSON, HTTP and gRPC answers, the
+// CLI's output and traces.
 //
 // # The model
 //
@@ -12,6 +13,12 @@
 // the text has more than nine decimals; Append writes nanoseconds as the
 // decimal seconds that Parse reads back to the same value. ParseCount
 // reads a whole number (a cost) in the same syntax.
+//
+// Where only whole seconds can be said (a Retry-After field, a gRPC
+// message, Envoy's duration_until_reset), Ceil rounds up, so that a client
+// waiting the rounded value is never early. It returns 0 for a duration
+// of 0 or less; a caller that must never say 0 writes max(Ceil(d), 1),
+// where the reader sees it.
 //
 // # Errors
 //

@@ -2,6 +2,7 @@ package seconds_test
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/floodgate/floodgate/internal/seconds"
 )
@@ -27,4 +28,18 @@ func ExampleAppend() {
 	// 0.5
 	// 0.000000001
 	// 0
+}
+
+func ExampleCeil() {
+	for _, d := range []time.Duration{0, time.Millisecond, time.Second, 1500 * time.Millisecond} {
+		fmt.Println(d, seconds.Ceil(d))
+	}
+	// A Retry-After field is at least 1.
+	fmt.Println(max(seconds.Ceil(0), 1))
+	// Output:
+	// 0s 0
+	// 1ms 1
+	// 1s 1
+	// 1.5s 2
+	// 1
 }
