@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // Canonical header names, so that the hot path writes the header map
@@ -76,18 +77,6 @@ func quotaWindow(p floodgate.Policy) (q, w int64) {
 	return int64(quo), w
 }
 
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
-
 // standing returns what the RateLimit field says of decision d of a
 // request costing n: r, the units available, and t, the seconds within
 // which no more than r may be used. For an admitted request t is the time
@@ -104,7 +93,7 @@ func standing(d floodgate.Decision, n int64, deniedAll bool) (r, t int64) {
 	case d.Allowed && deniedAll && !d.DryRun:
 		r += n
 	}
-	return max(r, 0), ceilSeconds(wait)
+	return max(r, 0), seconds.Ceil(wait)
 }
 
 // writeFields sets the rate-limit header fields of a request decided by md
@@ -152,5 +141,5 @@ func setRetryAfter(h http.Header, d time.Duration) {
 	if d == floodgate.Never {
 		return
 	}
-	h[hRetryAfter] = []string{strconv.FormatInt(max(ceilSeconds(d), 1), 10)}
+	h[hRetryAfter] = []string{strconv.FormatInt(max(seconds.Ceil(d), 1), 10)}
 }

@@ -263,17 +263,6 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 	}
 }
 
-func TestCeilSeconds(t *testing.T) {
-	for d, want := range map[time.Duration]int64{
-		-time.Second: 0, 0: 0, 1: 1, time.Second - 1: 1, time.Second: 1, time.Second + 1: 2,
-		90 * time.Second: 90, floodgate.Never: 9223372037,
-	} {
-		if got := ceilSeconds(d); got != want {
-			t.Errorf("ceilSeconds(%v) = %d, want %d", d, got, want)
-		}
-	}
-}
-
 func TestSfStringRoundTrip(t *testing.T) {
 	for _, s := range []string{"default", "", `a"b\c`, "tab\there", "ünï", "~ !#"} {
 		got := sfString(s)

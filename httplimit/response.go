@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // The problem type of draft-ietf-httpapi-ratelimit-headers for a request
@@ -30,7 +31,7 @@ func (m *Middleware) deny(w http.ResponseWriter, r *http.Request, md *floodgate.
 	if md.RetryAfter == floodgate.Never {
 		detail = "This request costs more than the rate limit allows at once: it can never be admitted."
 	} else {
-		s := max(ceilSeconds(md.RetryAfter), 1)
+		s := max(seconds.Ceil(md.RetryAfter), 1)
 		unit := " seconds."
 		if s == 1 {
 			unit = " second."
