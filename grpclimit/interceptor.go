@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/store"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -354,7 +355,7 @@ func (i *Interceptor) denial(dc *decisionContext) error {
 	if md.RetryAfter == floodgate.Never {
 		msg = "rate limit exceeded: the call costs more than the limit allows at once"
 	} else {
-		msg = "rate limit exceeded: retry in " + strconv.FormatInt(ceilSeconds(md.RetryAfter), 10) + "s"
+		msg = "rate limit exceeded: retry in " + strconv.FormatInt(max(seconds.Ceil(md.RetryAfter), 1), 10) + "s"
 	}
 	st := status.New(codes.ResourceExhausted, msg)
 	var details []protoadapt.MessageV1
@@ -379,15 +380,6 @@ func (i *Interceptor) denial(dc *decisionContext) error {
 		st = ds
 	}
 	return st.Err()
-}
-
-// ceilSeconds returns d in whole seconds, rounded up, at least 1.
-func ceilSeconds(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return max(s, 1)
 }
 
 // dryRun records that limit k, in dry-run mode, would have denied a call.
