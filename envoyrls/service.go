@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -521,11 +522,7 @@ func windowReset(now int64, period time.Duration) *durationpb.Duration {
 // of duration_until_reset (for the X-RateLimit-Reset header), and 0.2s
 // read as 0 would say the limit has reset already.
 func wholeSeconds(d time.Duration) *durationpb.Duration {
-	sec := int64(d / time.Second)
-	if d%time.Second > 0 {
-		sec++
-	}
-	return &durationpb.Duration{Seconds: sec}
+	return &durationpb.Duration{Seconds: seconds.Ceil(d)}
 }
 
 // current is the rule's limit as a status reports it.
