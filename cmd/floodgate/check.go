@@ -14,9 +14,9 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/storeurl"
-	"github.com/floodgate/floodgate/trace"
 )
 
 const checkUsage = `Usage: floodgate check --policy POLICY [flags] KEY
@@ -176,7 +176,7 @@ func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *asJSON {
 		fmt.Fprintf(stdout, "%s\n", appendCheckJSON(nil, limits, md))
 	} else if !md.Allowed {
-		fmt.Fprintln(stdout, wholeSeconds(md.RetryAfter))
+		fmt.Fprintln(stdout, seconds.Ceil(md.RetryAfter))
 	}
 	if !md.Allowed {
 		return exitFailure
@@ -278,10 +278,10 @@ func stateDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "floodgate"), nil
 }
 
-// parseInstant reads Unix seconds (trace.ParseSeconds) or an RFC 3339 time
+// parseInstant reads Unix seconds (seconds.Parse) or an RFC 3339 time
 // as nanoseconds since the Unix epoch.
 func parseInstant(s string) (int64, error) {
-	if ns, err := trace.ParseSeconds(s); err == nil {
+	if ns, err := seconds.Parse(s); err == nil {
 		return ns, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -292,12 +292,6 @@ func parseInstant(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is outside 1970 to 2116", s)
 	}
 	return t.UnixNano(), nil
-}
-
-// wholeSeconds is d in whole seconds, rounded up: waiting that long always
-// suffices.
-func wholeSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
 }
 
 // appendCheckJSON appends the decision as JSON (see checkUsage).
@@ -323,7 +317,7 @@ func appendCheckJSON(b []byte, limits []checkLimit, md floodgate.MultiDecision) 
 		b = append(b, `,"retry_after":`...)
 		b = appendWait(b, d.RetryAfter)
 		b = append(b, `,"reset_after":`...)
-		b = trace.AppendSeconds(b, int64(d.ResetAfter))
+		b = seconds.Append(b, int64(d.ResetAfter))
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
@@ -334,5 +328,5 @@ func appendWait(b []byte, d time.Duration) []byte {
 	if d == floodgate.Never {
 		return append(b, "-1"...)
 	}
-	return trace.AppendSeconds(b, int64(d))
+	return seconds.Append(b, int64(d))
 }

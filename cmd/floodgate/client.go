@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/client"
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 const clientUsage = `Usage: floodgate client check [flags] (--policy NAME | --policy-text P) KEY
@@ -161,7 +162,7 @@ func runClient(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		b = appendWait(b, d.ResetAfter)
 		fmt.Fprintf(stdout, "%s}\n", b)
 	} else if !d.Allowed {
-		fmt.Fprintln(stdout, wholeSeconds(d.RetryAfter))
+		fmt.Fprintln(stdout, seconds.Ceil(d.RetryAfter))
 	}
 	if !d.Allowed {
 		return exitFailure

@@ -19,6 +19,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/storeurl"
 )
 
@@ -357,7 +358,7 @@ func roundWait(d time.Duration) string {
 	case d == floodgate.Never:
 		return "never"
 	case d >= time.Second:
-		return (time.Duration(wholeSeconds(d)) * time.Second).String()
+		return (time.Duration(seconds.Ceil(d)) * time.Second).String()
 	case d >= time.Millisecond:
 		return ((d + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String()
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/clock"
-	"github.com/floodgate/floodgate/trace"
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // chanWriter sends each write to a channel, for a test to follow a
@@ -57,7 +57,7 @@ func TestFilterRecordedStorm(t *testing.T) {
 		if !ok {
 			t.Fatalf("testdata/filter.log: no tab in %q", line)
 		}
-		ns, err := trace.ParseSeconds(at)
+		ns, err := seconds.Parse(at)
 		if err != nil {
 			t.Fatal(err)
 		}

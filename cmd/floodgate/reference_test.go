@@ -10,7 +10,7 @@ import (
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/reference"
-	"github.com/floodgate/floodgate/trace"
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // TestSimulateMatchesReference is the issue's acceptance test: random
@@ -88,7 +88,7 @@ func randomTrace(rng *rand.Rand, p algo.Policy, n int) (string, []reference.Even
 			ev.N = 0
 		}
 		events = append(events, ev)
-		secs := string(trace.AppendSeconds(nil, ev.T))
+		secs := string(seconds.Append(nil, ev.T))
 		if ev.Key == "a b\"c" || rng.IntN(2) == 0 {
 			key, _ := json.Marshal(ev.Key)
 			fmt.Fprintf(&b, "{\"t\": %s, \"key\": %s, \"n\": %d}\n", secs, key, ev.N)
@@ -116,14 +116,14 @@ func compareLine(line string, ev reference.Event, want reference.Result) string 
 	if err := d.Decode(&got); err != nil {
 		return fmt.Sprintf("not JSON: %v", err)
 	}
-	t, err := trace.ParseSeconds(got.T.String())
+	t, err := seconds.Parse(got.T.String())
 	if err != nil || t != ev.T || got.Key != ev.Key || got.N != ev.N {
 		return "the event is not echoed exactly"
 	}
 	if got.Allowed != want.Allowed || got.Remaining != want.Remaining {
 		return "allowed or remaining differ"
 	}
-	reset, err := trace.ParseSeconds(got.ResetAfter.String())
+	reset, err := seconds.Parse(got.ResetAfter.String())
 	if err != nil || reset != reference.CeilNanos(want.ResetAfter) {
 		return "reset_after differs"
 	}
@@ -133,7 +133,7 @@ func compareLine(line string, ev reference.Event, want reference.Result) string 
 		}
 		return ""
 	}
-	retry, err := trace.ParseSeconds(got.RetryAfter.String())
+	retry, err := seconds.Parse(got.RetryAfter.String())
 	if err != nil || retry != reference.CeilNanos(want.RetryAfter) {
 		return "retry_after differs"
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storeurl"
@@ -261,7 +262,7 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // movedNote says how many requests InOrder moved, and by how much.
 func movedNote(o *trace.InOrder) string {
-	by := string(trace.AppendSeconds(nil, o.MaxMove)) + "s"
+	by := string(seconds.Append(nil, o.MaxMove)) + "s"
 	if o.Moved == 1 {
 		return "1 request was stamped earlier than a request logged before it, and taken at the latest time seen (" + by + " later)"
 	}
@@ -383,7 +384,7 @@ func (f flushingReader) Read(p []byte) (int, error) {
 // appendDecision appends the JSON line for the event ev decided as d.
 func appendDecision(b []byte, ev trace.Event, d algo.Decision) []byte {
 	b = append(b, `{"t":`...)
-	b = trace.AppendSeconds(b, ev.T)
+	b = seconds.Append(b, ev.T)
 	b = append(b, `,"key":`...)
 	b = appendJSONString(b, ev.Key)
 	b = append(b, `,"n":`...)
@@ -396,10 +397,10 @@ func appendDecision(b []byte, ev trace.Event, d algo.Decision) []byte {
 	if d.RetryAfter == algo.Never {
 		b = append(b, "-1"...)
 	} else {
-		b = trace.AppendSeconds(b, int64(d.RetryAfter))
+		b = seconds.Append(b, int64(d.RetryAfter))
 	}
 	b = append(b, `,"reset_after":`...)
-	b = trace.AppendSeconds(b, int64(d.ResetAfter))
+	b = seconds.Append(b, int64(d.ResetAfter))
 	return append(b, "}\n"...)
 }
 

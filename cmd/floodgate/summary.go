@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/trace"
 )
 
@@ -149,7 +150,7 @@ func writeSummary(w io.Writer, rs *runStats, clock bool) error {
 			if ks.longestRetry == algo.Never {
 				line = append(line, "never"...)
 			} else {
-				line = trace.AppendSeconds(line, int64(ks.longestRetry))
+				line = seconds.Append(line, int64(ks.longestRetry))
 				line = append(line, 's')
 			}
 		}
@@ -170,7 +171,7 @@ func appendInstant(b []byte, t int64, clock bool) []byte {
 	if clock {
 		return time.Unix(0, t).UTC().AppendFormat(b, "2006-01-02T15:04:05.999999999Z")
 	}
-	return trace.AppendSeconds(b, t)
+	return seconds.Append(b, t)
 }
 
 // summaryKey returns key as the summary shows it: as it is when it is
