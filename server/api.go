@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/store"
-	"github.com/floodgate/floodgate/trace"
 )
 
 // Handler returns the JSON API, behind bearer-token authentication when
@@ -252,7 +251,7 @@ func (s *Server) decisionFailed(w http.ResponseWriter, label string, retry time.
 	s.log.Debug("a decision failed", "policy", label, "err", err)
 	secs := int64(1)
 	if retry > 0 && retry != floodgate.Never {
-		secs = max(int64(math.Ceil(retry.Seconds())), 1)
+		secs = seconds.Ceil(retry) // at least 1, as retry > 0
 	}
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	b, _ := json.Marshal(struct {
@@ -481,7 +480,7 @@ func appendDecision(b []byte, d floodgate.Decision) []byte {
 	b = append(b, `,"retry_after":`...)
 	b = appendWait(b, d.RetryAfter)
 	b = append(b, `,"reset_after":`...)
-	b = trace.AppendSeconds(b, int64(d.ResetAfter))
+	b = seconds.Append(b, int64(d.ResetAfter))
 	return append(b, '}')
 }
 
@@ -510,5 +509,5 @@ func appendWait(b []byte, d time.Duration) []byte {
 	if d == floodgate.Never {
 		return append(b, "-1"...)
 	}
-	return trace.AppendSeconds(b, int64(d))
+	return seconds.Append(b, int64(d))
 }
