@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/trace"
+	"github.com/floodgate/floodgate/internal/seconds"
 )
 
 // Errors that an *Error wraps, by the server's status code; test for them
@@ -208,7 +208,7 @@ func (c *Client) batch(ctx context.Context, mode string, checks []Check) (Batch,
 	}
 	bd := Batch{Allowed: out.Allowed, Denied: -1, Results: make([]Decision, len(out.Results))}
 	var err error
-	if bd.RetryAfter, err = seconds(out.RetryAfter); err != nil {
+	if bd.RetryAfter, err = duration(out.RetryAfter); err != nil {
 		return Batch{}, err
 	}
 	if out.Denied != nil {
@@ -250,7 +250,7 @@ func (c *Client) Policies(ctx context.Context) ([]Policy, error) {
 	}
 	ps := make([]Policy, len(out.Policies))
 	for i, p := range out.Policies {
-		period, err := seconds(p.Period)
+		period, err := duration(p.Period)
 		if err != nil {
 			return nil, err
 		}
@@ -295,27 +295,27 @@ type decisionJSON struct {
 }
 
 func (d decisionJSON) decision() (Decision, error) {
-	retry, err := seconds(d.RetryAfter)
+	retry, err := duration(d.RetryAfter)
 	if err != nil {
 		return Decision{}, err
 	}
-	reset, err := seconds(d.ResetAfter)
+	reset, err := duration(d.ResetAfter)
 	if err != nil {
 		return Decision{}, err
 	}
 	return Decision{Allowed: d.Allowed, Remaining: d.Remaining, RetryAfter: retry, ResetAfter: reset}, nil
 }
 
-// seconds reads the server's seconds exactly, to the nanosecond; -1 is
+// duration reads the server's seconds exactly, to the nanosecond; -1 is
 // floodgate.Never.
-func seconds(n json.Number) (time.Duration, error) {
+func duration(n json.Number) (time.Duration, error) {
 	switch n {
 	case "":
 		return 0, nil
 	case "-1":
 		return floodgate.Never, nil
 	}
-	ns, err := trace.ParseSeconds(string(n))
+	ns, err := seconds.Parse(string(n))
 	if err != nil {
 		return 0, fmt.Errorf("client: the server sent a bad duration: %w", err)
 	}
