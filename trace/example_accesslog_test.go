@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/floodgate/floodgate/trace"
 )
@@ -28,12 +29,13 @@ func ExampleAccessLog() {
 			fmt.Println(err)
 			return
 		}
-		fmt.Printf("line %d: t=%s key=%q n=%d\n", ev.Line, trace.AppendSeconds(nil, ev.T), ev.Key, ev.N)
+		t := time.Unix(0, ev.T).UTC() // the access log's times are Unix times
+		fmt.Printf("line %d: t=%s key=%q n=%d\n", ev.Line, t.Format(time.RFC3339), ev.Key, ev.N)
 	}
-	fmt.Printf("%d moved, by at most %ss\n", order.Moved, trace.AppendSeconds(nil, order.MaxMove))
+	fmt.Printf("%d moved, by at most %v\n", order.Moved, time.Duration(order.MaxMove))
 	// Output:
-	// line 1: t=971211336 key="/a.gif" n=1
-	// line 2: t=971211338 key="/b" n=1
-	// line 3: t=971211338 key="/upload" n=1
+	// line 1: t=2000-10-10T20:55:36Z key="/a.gif" n=1
+	// line 2: t=2000-10-10T20:55:38Z key="/b" n=1
+	// line 3: t=2000-10-10T20:55:38Z key="/upload" n=1
 	// 1 moved, by at most 1s
 }
