@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/logthrottle"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -92,8 +93,7 @@ type Middleware struct {
 	denials                           counter
 	dryRunDenied, keyErrors, failures counter
 	servedOnError                     counter
-	lastLog                           atomic.Int64  // when an error was last logged, Unix ns
-	unlogged                          atomic.Uint64 // errors not logged since
+	logs                              logthrottle.Throttle // one error line a second
 }
 
 // counter is an atomic counter alone on its cache line.
@@ -468,15 +468,13 @@ func (m *Middleware) limiterError(w http.ResponseWriter, r *http.Request, err er
 // logError logs err at level Error, at most once a second; the line counts
 // the errors not logged since the last.
 func (m *Middleware) logError(r *http.Request, msg string, err error) {
-	now := time.Now().UnixNano()
-	last := m.lastLog.Load()
-	if now-last < int64(time.Second) || !m.lastLog.CompareAndSwap(last, now) {
-		m.unlogged.Add(1)
+	unlogged, ok := m.logs.Allow()
+	if !ok {
 		return
 	}
 	m.log.LogAttrs(r.Context(), slog.LevelError, msg, slog.String("error", err.Error()),
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Uint64("unlogged", m.unlogged.Swap(0)))
+		slog.Uint64("unlogged", unlogged))
 }
 
 // DecisionFrom returns the decision of the limit that binds on the request
