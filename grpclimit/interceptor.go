@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/logthrottle"
 	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/store"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -65,8 +66,7 @@ type Interceptor struct {
 	denials                           counter
 	dryRunDenied, keyErrors, failures counter
 	servedOnError                     counter
-	lastLog                           atomic.Int64
-	unlogged                          atomic.Uint64
+	logs                              logthrottle.Throttle // one error line a second
 }
 
 type counter struct {
@@ -427,16 +427,15 @@ func (i *Interceptor) limiterError(ctx context.Context, method string, err error
 	return st.Err()
 }
 
-// logError logs err at level Error, at most once a second.
+// logError logs err at level Error, at most once a second; the line counts
+// the errors not logged since the last.
 func (i *Interceptor) logError(ctx context.Context, method, msg string, err error) {
-	now := time.Now().UnixNano()
-	last := i.lastLog.Load()
-	if now-last < int64(time.Second) || !i.lastLog.CompareAndSwap(last, now) {
-		i.unlogged.Add(1)
+	unlogged, ok := i.logs.Allow()
+	if !ok {
 		return
 	}
 	i.log.LogAttrs(ctx, slog.LevelError, msg, slog.String("error", err.Error()),
-		slog.String("method", method), slog.Uint64("unlogged", i.unlogged.Swap(0)))
+		slog.String("method", method), slog.Uint64("unlogged", unlogged))
 }
 
 // DecisionFrom returns the decision of the limit that binds on the call
