@@ -19,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/internal/logthrottle"
 	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/store"
 )
@@ -50,8 +51,7 @@ type Service struct {
 
 	ok, over, shadow, unknown, errs atomic.Uint64
 
-	lastErrLog   atomic.Int64 // when a store failure was last logged, Unix ns
-	errsUnlogged atomic.Uint64
+	errLogs logthrottle.Throttle // one store failure line a second
 }
 
 // bound is a Config with the store tables of its rules.
@@ -410,14 +410,12 @@ func (s *Service) decideAll(ctx context.Context, checks []check, outs []outcome,
 // logStoreError logs a store failure, at most once a second: a store
 // that is down fails every request.
 func (s *Service) logStoreError(domainName, rulePath string, err error) {
-	now := time.Now().UnixNano()
-	last := s.lastErrLog.Load()
-	if now-last < int64(time.Second) || !s.lastErrLog.CompareAndSwap(last, now) {
-		s.errsUnlogged.Add(1)
+	unlogged, ok := s.errLogs.Allow()
+	if !ok {
 		return
 	}
 	s.opts.log.Error("envoyrls: store failure", "domain", domainName, "rule", rulePath, "err", err,
-		"failures_not_logged", s.errsUnlogged.Swap(0))
+		"failures_not_logged", unlogged)
 }
 
 // hits is a descriptor's cost: its own hits_addend when set (0 included:
