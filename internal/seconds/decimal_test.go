@@ -185,26 +185,34 @@ func FuzzParse(f *testing.F) {
 		if back, err := Parse(text); back != ns || err != nil {
 			t.Fatalf("Parse(%q) = %d; Append gives %q, which parses to %d, %v", s, ns, text, back, err)
 		}
-		if strings.ContainsAny(text, "eE-") || strings.HasSuffix(text, ".") || strings.Contains(text, ".") && strings.HasSuffix(text, "0") {
+		if !canonical(text) {
 			t.Fatalf("Append(%d) = %q, not canonical", ns, text)
 		}
 		// Exact reference, for exponents small enough for math/big.
-		if _, exp, _ := strings.Cut(strings.ToLower(s), "e"); len(strings.TrimLeft(exp, "+-")) > 3 {
-			return
-		}
-		r, ok := new(big.Rat).SetString(s)
-		if !ok {
-			t.Fatalf("Parse accepted %q, which math/big rejects", s)
-		}
-		r.Abs(r.Mul(r, big.NewRat(1e9, 1)))
-		q, m := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
-		if m.Lsh(m, 1).Cmp(r.Denom()) >= 0 {
-			q.Add(q, big.NewInt(1))
-		}
-		if !q.IsInt64() || q.Int64() != ns {
-			t.Fatalf("Parse(%q) = %d, want %v", s, ns, q)
+		if r, ok := rat(t, s); ok {
+			if q := nanos(r); !q.IsInt64() || q.Int64() != ns {
+				t.Fatalf("Parse(%q) = %d, want %v", s, ns, q)
+			}
 		}
 	})
+}
+
+// canonical reports whether text is seconds as Append should write them:
+// no exponent, no sign, no trailing dot and no trailing zero in a fraction.
+func canonical(text string) bool {
+	return !strings.ContainsAny(text, "eE-") && !strings.HasSuffix(text, ".") &&
+		!(strings.Contains(text, ".") && strings.HasSuffix(text, "0"))
+}
+
+// nanos returns |r| seconds in nanoseconds, rounded to the nearest, halves
+// away from zero.
+func nanos(r *big.Rat) *big.Int {
+	r = new(big.Rat).Abs(new(big.Rat).Mul(r, big.NewRat(1e9, 1)))
+	q, m := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if m.Lsh(m, 1).Cmp(r.Denom()) >= 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q
 }
 
 // FuzzAppend checks that Parse reads back every nanosecond count from 0
@@ -237,41 +245,58 @@ func FuzzParseCount(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := ParseCount(s)
-		_, syntaxErr := Parse(s)
-		if syntaxErr != nil && errors.Is(syntaxErr, ErrNumber) {
+		if _, perr := Parse(s); errors.Is(perr, ErrNumber) {
 			if !errors.Is(err, ErrNumber) {
-				t.Fatalf("ParseCount(%q) = %d, %v; Parse says %v", s, n, err, syntaxErr)
+				t.Fatalf("ParseCount(%q) = %d, %v; Parse says %v", s, n, err, perr)
 			}
 			return
 		}
-		if _, exp, _ := strings.Cut(strings.ToLower(s), "e"); len(strings.TrimLeft(exp, "+-")) > 3 {
-			return // beyond math/big's reach; the syntax is checked above
-		}
-		r, ok := new(big.Rat).SetString(s)
+		r, ok := rat(t, s)
 		if !ok {
-			t.Fatalf("%q is a number to Parse, but not to math/big", s)
+			return
 		}
-		inRange := r.Sign() >= 0 && r.Cmp(new(big.Rat).SetInt64(math.MaxInt64-1)) <= 0
-		var want error
-		switch {
-		case r.IsInt() && (r.Sign() < 0 || !r.Num().IsInt64()):
-			want = ErrRange
-		case !r.IsInt() && inRange:
-			want = ErrNumber
-		case !r.IsInt(): // negative or near the top: rounding decides which
+		switch want, wantErr := wantCount(r); {
+		case wantErr == errEither:
 			if !errors.Is(err, ErrNumber) && !errors.Is(err, ErrRange) {
 				t.Fatalf("ParseCount(%q) = %d, %v; want an error", s, n, err)
 			}
-			return
-		}
-		if want != nil {
-			if !errors.Is(err, want) {
-				t.Fatalf("ParseCount(%q) = %d, %v; want an error wrapping %v", s, n, err, want)
+		case wantErr != nil:
+			if !errors.Is(err, wantErr) {
+				t.Fatalf("ParseCount(%q) = %d, %v; want an error wrapping %v", s, n, err, wantErr)
 			}
-			return
-		}
-		if err != nil || n != r.Num().Int64() {
-			t.Fatalf("ParseCount(%q) = %d, %v; want %v", s, n, err, r.Num())
+		case err != nil || n != want:
+			t.Fatalf("ParseCount(%q) = %d, %v; want %d", s, n, err, want)
 		}
 	})
+}
+
+// rat reads s, a number in Parse's syntax, with math/big; it reports false
+// for an exponent of more than three digits, beyond what math/big can hold.
+func rat(t *testing.T, s string) (*big.Rat, bool) {
+	if _, exp, _ := strings.Cut(strings.ToLower(s), "e"); len(strings.TrimLeft(exp, "+-")) > 3 {
+		return nil, false
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		t.Fatalf("%q is a number to Parse, but not to math/big", s)
+	}
+	return r, true
+}
+
+// errEither stands for ErrNumber or ErrRange, either being right.
+var errEither = errors.New("ErrNumber or ErrRange")
+
+// wantCount returns what ParseCount should make of r: its value, or the
+// error it should wrap. A number that is not whole and also negative or
+// within 1 of math.MaxInt64 may have either error: rounding decides which.
+func wantCount(r *big.Rat) (int64, error) {
+	switch {
+	case r.IsInt() && r.Sign() >= 0 && r.Num().IsInt64():
+		return r.Num().Int64(), nil
+	case r.IsInt():
+		return 0, ErrRange
+	case r.Sign() >= 0 && r.Cmp(new(big.Rat).SetInt64(math.MaxInt64-1)) <= 0:
+		return 0, ErrNumber
+	}
+	return 0, errEither
 }
