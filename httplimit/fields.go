@@ -71,7 +71,7 @@ func quotaWindow(p floodgate.Policy) (q, w int64) {
 	if period%time.Second == 0 {
 		return p.Limit(), int64(period / time.Second)
 	}
-	w = int64((period + time.Second - 1) / time.Second)
+	w = seconds.Ceil(period)
 	hi, lo := bits.Mul64(uint64(p.Limit()), uint64(w)*uint64(time.Second))
 	quo, _ := bits.Div64(hi, lo, uint64(period)) // hi < period: limit*w*1e9 < 2^64*period
 	return int64(quo), w
