@@ -347,14 +347,6 @@ func Run(ctx context.Context, o Options) (err error) {
 // reloads.
 func withMetrics(m *metrics) Option { return optionFunc(func(s *Server) { s.metrics = m }) }
 
-func cmpOr0[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
-
 // policies0 is policies without the error, which ParseConfig has checked.
 func (c *Config) policies0() []namedPolicy {
 	nps, _ := c.policies()
