@@ -67,12 +67,6 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *Server) { s.l
 // configuration names no token file; "" (the default) means none.
 func WithToken(token string) Option { return optionFunc(func(s *Server) { s.token = token }) }
 
-// WithRegistry registers the Server's metrics with r instead of a new
-// registry of its own; OpsHandler serves r.
-func WithRegistry(r *prometheus.Registry) Option {
-	return optionFunc(func(s *Server) { s.metrics = newMetrics(r) })
-}
-
 // WithEnvoyJSON serves h, the Envoy rate-limit service's JSON form, at
 // POST /json, behind the same authentication as the API.
 func WithEnvoyJSON(h http.Handler) Option { return optionFunc(func(s *Server) { s.envoy = h }) }
