@@ -19,6 +19,9 @@
 // pool_size and the others of redis.ParseURL). The file form opens
 // filestore.Open's store with its defaults; PATH is taken as it is,
 // without percent-decoding, except in the file:/// form, which is a URL.
+//
+// Redact hides a URL's password, for logs; Open's errors hide it the same
+// way.
 package storeurl
 
 import (
@@ -48,7 +51,8 @@ var ErrInvalidURL = errors.New("invalid store URL")
 // when missing, and a file that others hold is waited for as
 // filestore.Open says.
 //
-// An error never shows the URL's password: it is replaced by "xxxxx".
+// An error never shows the URL's password: it is replaced by "xxxxx", as
+// Redact replaces it.
 func Open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, error) {
 	s, c, err := open(rawURL, extra...)
 	if err != nil {
@@ -225,37 +229,3 @@ func clusterOrSentinel(scheme, raw string) (redis.UniversalClient, string, error
 	return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: addrs,
 		Username: user, Password: password, DB: db}), q.Get("prefix"), nil
 }
-
-// hidePassword returns err with every occurrence of rawURL's password, as
-// written and unescaped, replaced by "xxxxx"; err itself when there is
-// none. The result still wraps err, for errors.Is.
-func hidePassword(err error, rawURL string) error {
-	_, rest, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return err
-	}
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		rest = rest[:i]
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return err
-	}
-	_, pw, ok := strings.Cut(rest[:at], ":")
-	if !ok || pw == "" {
-		return err
-	}
-	msg := strings.ReplaceAll(err.Error(), pw, "xxxxx")
-	if u, uerr := url.PathUnescape(pw); uerr == nil && u != "" {
-		msg = strings.ReplaceAll(msg, u, "xxxxx")
-	}
-	return redactedError{msg, err}
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e redactedError) Error() string { return e.msg }
-func (e redactedError) Unwrap() error { return e.err }
