@@ -353,21 +353,13 @@ func (c *Config) policies0() []namedPolicy {
 	return nps
 }
 
-// storeName is a store URL without its password, for the logs.
+// storeName is a store URL without its password (storeurl.Redact), for
+// the logs.
 func storeName(url string) string {
 	if url == "" {
 		return "memory"
 	}
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		if i := strings.IndexByte(rest[:at], '/'); i < 0 {
-			rest = "…@" + rest[at+1:]
-		}
-	}
-	return scheme + "://" + rest
+	return storeurl.Redact(url)
 }
 
 // openStore opens the store of url: the memory store itself, or another

@@ -556,3 +556,19 @@ func TestRunSnapshotUnusable(t *testing.T) {
 		t.Errorf("with an unusable snapshot file: %v", err)
 	}
 }
+
+// The logs name the store without its password.
+func TestRunLogsHidePassword(t *testing.T) {
+	w := &testWriter{}
+	r := startRun(t, Options{Store: "redis://app:s3cret@127.0.0.1:1/0", SnapshotFile: "off",
+		Logger: slog.New(slog.NewTextHandler(w, nil))})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	logs := w.b.String()
+	if strings.Contains(logs, "s3cret") || !strings.Contains(logs, "store=redis://app:xxxxx@127.0.0.1:1/0") {
+		t.Errorf("the logs show the password, or no store:\n%s", logs)
+	}
+}
