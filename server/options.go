@@ -1,0 +1,78 @@
+package server
+
+import (
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/floodgate/floodgate/clock"
+)
+
+// The default addresses of the serve command: envoyproxy/ratelimit's
+// ports, on loopback only.
+const (
+	DefaultHTTPAddr    = "127.0.0.1:8080"
+	DefaultGRPCAddr    = "127.0.0.1:8081"
+	DefaultMetricsAddr = "127.0.0.1:6070"
+)
+
+// The defaults of Options' durations.
+const (
+	DefaultShutdownTimeout = 15 * time.Second
+	DefaultWatchInterval   = time.Second
+)
+
+// Options are Run's settings: where to listen and what to read, as the
+// serve command's flags give them. Everything else is in the configuration
+// file.
+type Options struct {
+	// Store is the store's URL (storeurl.Open); "" means memory.
+	Store string
+	// HTTPAddr is the JSON API's address; "" means DefaultHTTPAddr. A
+	// port of 0 picks a free one (see Listening).
+	HTTPAddr string
+	// GRPCAddr is the address of Envoy's rate-limit service over gRPC,
+	// served only with EnvoyConfigDir; "" means DefaultGRPCAddr.
+	GRPCAddr string
+	// MetricsAddr is the address of /metrics, /healthz, /readyz and
+	// /debug/pprof; "" means none.
+	MetricsAddr string
+	// ConfigFile is the configuration file (see Config); "" means
+	// DefaultConfig.
+	ConfigFile string
+	// EnvoyConfigDir holds envoyproxy/ratelimit's configuration files:
+	// with it, Run serves Envoy's rate-limit service over gRPC and at
+	// POST /json.
+	EnvoyConfigDir string
+	// EnvoyShadowMode answers every Envoy request OK (envoyrls.WithShadowMode).
+	EnvoyShadowMode bool
+	// SnapshotFile is the memory store's snapshot, ahead of the
+	// configuration's; "off" means none. DefaultSnapshotFile is used
+	// when neither names one; with no name at all, no snapshot is kept.
+	SnapshotFile, DefaultSnapshotFile string
+	// SnapshotInterval, when not nil, is how often the snapshot is
+	// written, ahead of the configuration's (default
+	// DefaultSnapshotInterval); 0 means only at shutdown.
+	SnapshotInterval *time.Duration
+	// ShutdownTimeout bounds a graceful shutdown: requests under way get
+	// this long to finish. 0 means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// WatchInterval is how often the configuration files are looked at
+	// for changes; 0 means DefaultWatchInterval, negative means never
+	// (only Reload reloads).
+	WatchInterval time.Duration
+	// Token is the bearer token when the configuration names no token
+	// file (from $FLOODGATE_TOKEN); "" means none.
+	Token string
+	// Logger logs; nil discards.
+	Logger *slog.Logger
+	// Clock is the time of decisions and snapshots; nil means the
+	// system's.
+	Clock clock.Clock
+	// Reload reloads the configurations (SIGHUP) at each receive.
+	Reload <-chan struct{}
+	// Listening, if not nil, is called with each listener's name (http,
+	// grpc, metrics) and bound address once it listens, then with "ready"
+	// and the HTTP address once everything is serving.
+	Listening func(name string, addr net.Addr)
+}
