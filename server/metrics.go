@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/envoyrls"
 	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -131,4 +132,27 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			mem("fallback", c.local)
 		}
 	}
+}
+
+var (
+	envoyRequestsDesc = prometheus.NewDesc("floodgate_envoy_requests_total",
+		"Envoy rate-limit requests (gRPC and POST /json) by result: ok, over_limit, error.", []string{"result"}, nil)
+	envoyShadowDesc = prometheus.NewDesc("floodgate_envoy_shadow_total",
+		"Envoy requests answered OK that shadow mode kept from being OVER_LIMIT.", nil, nil)
+	envoyUnknownDesc = prometheus.NewDesc("floodgate_envoy_unknown_domain_total",
+		"Envoy requests for a domain the configuration does not have.", nil, nil)
+)
+
+// envoyCollector reads the Envoy service's counts at each scrape.
+type envoyCollector struct{ s *envoyrls.Service }
+
+func (c envoyCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c envoyCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	ch <- prometheus.MustNewConstMetric(envoyRequestsDesc, prometheus.CounterValue, float64(st.OK), "ok")
+	ch <- prometheus.MustNewConstMetric(envoyRequestsDesc, prometheus.CounterValue, float64(st.OverLimit), "over_limit")
+	ch <- prometheus.MustNewConstMetric(envoyRequestsDesc, prometheus.CounterValue, float64(st.Errors), "error")
+	ch <- prometheus.MustNewConstMetric(envoyShadowDesc, prometheus.CounterValue, float64(st.Shadow))
+	ch <- prometheus.MustNewConstMetric(envoyUnknownDesc, prometheus.CounterValue, float64(st.UnknownDomain))
 }
