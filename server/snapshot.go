@@ -2,6 +2,8 @@ package server
 
 import (
 	"bufio"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -121,3 +123,60 @@ func (sn *snapshotter) write() error {
 
 // close releases the snapshot's lock.
 func (sn *snapshotter) close() { sn.unlock() }
+
+// startSnapshot opens and restores the memory store's snapshot, if one is
+// to be kept.
+func startSnapshot(o Options, cfg *Config, mem *floodgate.MemoryStore, clk clock.Clock, log *slog.Logger, m *metrics) (*snapshotter, error) {
+	path := cmp.Or(o.SnapshotFile, cfg.SnapshotFile())
+	byDefault := path == ""
+	if byDefault {
+		path = o.DefaultSnapshotFile
+	}
+	if path == "" || path == "off" {
+		log.Info("no snapshot: the memory store's state is lost at exit")
+		return nil, nil
+	}
+	snap, err := openSnapshot(path, mem, clk, log, m)
+	if err != nil && byDefault && !errors.Is(err, ErrSnapshotInUse) {
+		// The default place is unusable (a read-only home, say): serve
+		// anyway, as a first run must, and say so.
+		log.Warn("no snapshot: the default snapshot file is unusable, and the memory store's state is lost at exit", "snapshot", path, "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.restore(); err != nil {
+		snap.close()
+		return nil, err
+	}
+	return snap, nil
+}
+
+// snapshotInterval is how often to write the snapshot: the option's, else
+// the configuration's, else the default.
+func snapshotInterval(o Options, cfg *Config) time.Duration {
+	switch {
+	case o.SnapshotInterval != nil:
+		return *o.SnapshotInterval
+	case cfg.Snapshot.Interval != nil:
+		return *cfg.Snapshot.Interval
+	}
+	return DefaultSnapshotInterval
+}
+
+// snapshotLoop writes the snapshot every interval on clk until ctx is done.
+func snapshotLoop(ctx context.Context, clk clock.Clock, every time.Duration, snap *snapshotter, log *slog.Logger) {
+	for {
+		t := clk.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if err := snap.save(); err != nil {
+			log.Error("the snapshot failed", "snapshot", snap.path, "err", err)
+		}
+	}
+}
