@@ -13,15 +13,8 @@ import (
 	"sync"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
@@ -146,17 +139,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	opsSrv := &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
-	var grpcSrv *grpc.Server
-	var grpcHealth *health.Server
+	var grpcSrv *grpcServer
 	if envoy != nil {
-		gopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.grpcMetrics, srv.grpcAuth)}
-		if tc := srv.TLSConfig("h2"); tc != nil {
-			gopts = append(gopts, grpc.Creds(credentials.NewTLS(tc)))
-		}
-		grpcSrv = grpc.NewServer(gopts...)
-		rlsv3.RegisterRateLimitServiceServer(grpcSrv, envoy)
-		grpcHealth = health.NewServer()
-		healthpb.RegisterHealthServer(grpcSrv, grpcHealth)
+		grpcSrv = newGRPCServer(srv, envoy)
 	}
 
 	serveErr := make(chan error, 3)
@@ -176,7 +161,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return httpSrv.Serve(httpLn)
 	})
 	if grpcSrv != nil {
-		serve("grpc", func() error { return grpcSrv.Serve(grpcLn) })
+		serve("grpc", func() error { return grpcSrv.serve(grpcLn) })
 	}
 	if opsLn != nil {
 		serve("metrics", func() error { return opsSrv.Serve(opsLn) })
@@ -233,8 +218,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	stopBG()
 	bgWG.Wait()
 	srv.SetReady(false)
-	if grpcHealth != nil {
-		grpcHealth.Shutdown()
+	if grpcSrv != nil {
+		grpcSrv.health.Shutdown()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cmp.Or(o.ShutdownTimeout, DefaultShutdownTimeout))
 	defer cancel()
@@ -246,17 +231,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	})
 	if grpcSrv != nil {
-		swg.Go(func() {
-			done := make(chan struct{})
-			go func() { grpcSrv.GracefulStop(); close(done) }()
-			select {
-			case <-done:
-			case <-sctx.Done():
-				log.Warn("requests under way at the shutdown timeout were cut off", "api", "grpc")
-				grpcSrv.Stop()
-				<-done
-			}
-		})
+		swg.Go(func() { grpcSrv.stop(sctx, log) })
 	}
 	swg.Wait()
 	// The metrics stay up until the API is down, for a last scrape.
@@ -322,34 +297,4 @@ func closeQuietly(c io.Closer, log *slog.Logger) {
 	if err := c.Close(); err != nil {
 		log.Warn("closing the store", "err", err)
 	}
-}
-
-// grpcAuth is the gRPC form of the bearer-token check: metadata
-// "authorization: Bearer TOKEN", as Envoy's grpc_service initial_metadata
-// sends it.
-func (s *Server) grpcAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	l := s.cur.Load()
-	if len(l.tokens) == 0 {
-		return h(ctx, req)
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		if token, ok := bearer(v); ok && l.accepts(token) {
-			return h(ctx, req)
-		}
-	}
-	return nil, status.Error(codes.Unauthenticated, "this server wants metadata authorization: Bearer TOKEN, with a valid token")
-}
-
-// grpcMetrics counts and times gRPC requests.
-func (s *Server) grpcMetrics(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	start := time.Now()
-	inFlight := s.metrics.inFlight.WithLabelValues("grpc")
-	inFlight.Inc()
-	resp, err := h(ctx, req)
-	inFlight.Dec()
-	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-	s.metrics.latency.WithLabelValues("grpc", method).Observe(time.Since(start).Seconds())
-	s.metrics.requests.WithLabelValues("grpc", method, status.Code(err).String()).Inc()
-	return resp, err
 }
