@@ -228,6 +228,12 @@ func (c *Config) policies() ([]namedPolicy, error) {
 	return out, nil
 }
 
+// policies0 is policies without the error, which ParseConfig has checked.
+func (c *Config) policies0() []namedPolicy {
+	nps, _ := c.policies()
+	return nps
+}
+
 // check checks the configuration's numbers and names.
 func (c *Config) check() error {
 	l := c.Limits

@@ -243,13 +243,3 @@ func Run(ctx context.Context, o Options) (err error) {
 	log.Info("stopped")
 	return err
 }
-
-// withMetrics makes a Server use m, which Run shares with the snapshot and
-// reloads.
-func withMetrics(m *metrics) Option { return optionFunc(func(s *Server) { s.metrics = m }) }
-
-// policies0 is policies without the error, which ParseConfig has checked.
-func (c *Config) policies0() []namedPolicy {
-	nps, _ := c.policies()
-	return nps
-}

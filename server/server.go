@@ -71,6 +71,10 @@ func WithToken(token string) Option { return optionFunc(func(s *Server) { s.toke
 // POST /json, behind the same authentication as the API.
 func WithEnvoyJSON(h http.Handler) Option { return optionFunc(func(s *Server) { s.envoy = h }) }
 
+// withMetrics makes a Server use m, which Run shares with the snapshot and
+// reloads.
+func withMetrics(m *metrics) Option { return optionFunc(func(s *Server) { s.metrics = m }) }
+
 // withFallback names the local store of store's FailsafeStore, for its
 // metrics.
 func withFallback(m *floodgate.MemoryStore) Option {
