@@ -1,11 +1,57 @@
 package server
 
 import (
+	"cmp"
+	"context"
 	"log/slog"
 	"sync"
 
 	"github.com/floodgate/floodgate/envoyrls"
 )
+
+// loadConfig reads the configuration file, if Options name one, and the
+// fingerprint of its files for the watch.
+func (in *instance) loadConfig() error {
+	in.cfg = DefaultConfig()
+	if in.o.ConfigFile == "" {
+		return nil
+	}
+	before := fingerprint(in.o.ConfigFile)
+	cfg, err := LoadConfig(in.o.ConfigFile)
+	if err != nil {
+		return err
+	}
+	in.cfg = cfg
+	in.cfgPrint = fingerprint(append([]string{in.o.ConfigFile}, cfg.files()...)...)
+	if fingerprint(in.o.ConfigFile) != before {
+		in.cfgPrint = "" // it changed while being read: reload at the first look
+	}
+	return nil
+}
+
+// startReloads starts the goroutines that reload the configurations, in wg
+// until ctx is done: a watch of each configuration's files, looked at
+// every Options.WatchInterval (unless negative), and a reload of both at
+// each receive from Options.Reload.
+func (in *instance) startReloads(ctx context.Context, wg *sync.WaitGroup) {
+	r := &reloader{srv: in.srv, envoy: in.envoy, o: in.o, log: in.log, m: in.metrics}
+	if in.o.WatchInterval >= 0 {
+		every := cmp.Or(in.o.WatchInterval, DefaultWatchInterval)
+		if in.o.ConfigFile != "" {
+			wg.Go(func() {
+				watch(ctx, in.clk, every, in.cfgPrint, r.configFiles, func() { r.reloadConfig("a file changed") })
+			})
+		}
+		if in.envoy != nil {
+			wg.Go(func() {
+				watch(ctx, in.clk, every, in.envoyPrint, r.envoyFiles, func() { r.reloadEnvoy("a file changed") })
+			})
+		}
+	}
+	if in.o.Reload != nil {
+		wg.Go(func() { r.onSignal(ctx, in.o.Reload) })
+	}
+}
 
 // reloader reloads the configurations.
 type reloader struct {
@@ -16,6 +62,29 @@ type reloader struct {
 	log   *slog.Logger
 	m     *metrics
 }
+
+// onSignal reloads both configurations at each receive from reload, until
+// ctx is done.
+func (r *reloader) onSignal(ctx context.Context, reload <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reload:
+			r.reloadConfig("reload signal")
+			r.reloadEnvoy("reload signal")
+		}
+	}
+}
+
+// configFiles are the files of floodgate's configuration, for the watch:
+// the file and those it names (tokens, certificates).
+func (r *reloader) configFiles() []string {
+	return append([]string{r.o.ConfigFile}, r.srv.Config().files()...)
+}
+
+// envoyFiles are the files of the Envoy configuration, for the watch.
+func (r *reloader) envoyFiles() []string { return []string{r.o.EnvoyConfigDir} }
 
 // reloadConfig reloads floodgate's configuration file, if there is one.
 func (r *reloader) reloadConfig(why string) {

@@ -4,18 +4,17 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/envoyrls"
+	"github.com/floodgate/floodgate/store"
 )
 
 // Run serves floodgate's rate-limit service until ctx is done, then shuts
@@ -31,215 +30,145 @@ import (
 // files, looked at every WatchInterval, and on each receive from Reload;
 // an invalid one is logged and the old one kept), the HTTP API, Envoy's
 // service over gRPC, the metrics, and the snapshot.
-func Run(ctx context.Context, o Options) (err error) {
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	clk := o.Clock
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	cfg := DefaultConfig()
-	var cfgPrint string // the configuration's files as read, for the watch
-	if o.ConfigFile != "" {
-		before := fingerprint(o.ConfigFile)
-		if cfg, err = LoadConfig(o.ConfigFile); err != nil {
-			return err
-		}
-		cfgPrint = fingerprint(append([]string{o.ConfigFile}, cfg.files()...)...)
-		if fingerprint(o.ConfigFile) != before {
-			cfgPrint = "" // it changed while being read: reload at the first look
-		}
-	}
-
-	// The store.
-	store, mem, local, closeStore, err := openStore(o.Store, cfg, log)
-	if err != nil {
+func Run(ctx context.Context, o Options) error {
+	in := newInstance(o)
+	defer in.release()
+	if err := in.loadConfig(); err != nil {
 		return err
 	}
-	defer closeStore()
-
-	reg := prometheus.NewRegistry()
-	m := newMetrics(reg)
-	var snap *snapshotter
-	if mem != nil {
-		if snap, err = startSnapshot(o, cfg, mem, clk, log, m); err != nil {
-			return err
-		}
-	}
-	if snap != nil {
-		defer snap.close()
-	}
-
-	// The services.
-	var envoy *envoyrls.Service
-	opts := []Option{WithClock(clk), WithLogger(log), WithToken(o.Token), withMetrics(m), withFallback(local)}
-	var envoyPrint string // the Envoy configuration as read, for the watch
-	if o.EnvoyConfigDir != "" {
-		envoyPrint = fingerprint(o.EnvoyConfigDir)
-		ec, err := envoyrls.LoadConfig(o.EnvoyConfigDir)
-		if err != nil {
-			return fmt.Errorf("--envoy-config %s: %w", o.EnvoyConfigDir, err)
-		}
-		envoy = envoyrls.NewService(ec, store, envoyrls.WithClock(clk), envoyrls.WithLogger(log.With("service", "envoy")),
-			envoyrls.WithShadowMode(o.EnvoyShadowMode))
-		reg.MustRegister(envoyCollector{envoy})
-		opts = append(opts, WithEnvoyJSON(envoy.JSONHandler()))
-	}
-	srv, err := New(store, cfg, opts...)
-	if err != nil {
+	if err := in.openStore(); err != nil {
 		return err
 	}
-
-	// The listeners: all bound before anything is served, so that a busy
-	// address fails the start.
-	listen := func(name, addr string) (net.Listener, error) {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("%s listener: %w", name, err)
-		}
-		log.Info("listening", "api", name, "addr", ln.Addr().String(), "tls", name != "metrics" && cfg.TLSEnabled())
-		if o.Listening != nil {
-			o.Listening(name, ln.Addr())
-		}
-		return ln, nil
-	}
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	httpLn, err := listen("http", cmp.Or(o.HTTPAddr, DefaultHTTPAddr))
-	if err != nil {
+	if err := in.startSnapshot(); err != nil {
 		return err
 	}
-	lns = append(lns, httpLn)
-	var grpcLn, opsLn net.Listener
-	if envoy != nil {
-		if grpcLn, err = listen("grpc", cmp.Or(o.GRPCAddr, DefaultGRPCAddr)); err != nil {
-			return err
-		}
-		lns = append(lns, grpcLn)
+	if err := in.buildServices(); err != nil {
+		return err
 	}
-	if o.MetricsAddr != "" {
-		if opsLn, err = listen("metrics", o.MetricsAddr); err != nil {
-			return err
-		}
-		lns = append(lns, opsLn)
+	if err := in.listen(); err != nil {
+		return err
 	}
+	in.serve()
+	in.startBackground()
+	in.announce()
+	return in.shutdown(in.wait(ctx))
+}
 
-	errLog := slog.NewLogLogger(log.Handler(), slog.LevelDebug)
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-		IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
-	opsSrv := &http.Server{Handler: srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
-	var grpcSrv *grpcServer
-	if envoy != nil {
-		grpcSrv = newGRPCServer(srv, envoy)
-	}
+// instance is one Run: what it has opened and serves, each field set by
+// the step of Run that opens it (the method named after the step, in the
+// file of its concern), and released by shutdown and release.
+type instance struct {
+	o       Options
+	log     *slog.Logger
+	clk     clock.Clock
+	metrics *metrics // the Server's, the snapshot's and the reloads'
 
-	serveErr := make(chan error, 3)
+	// loadConfig
+	cfg      *Config // as read at the start
+	cfgPrint string  // the fingerprint of its files as read, for the watch
+
+	// openStore
+	store      store.Store
+	mem        *floodgate.MemoryStore // store, when it is the memory store; else nil
+	local      *floodgate.MemoryStore // the failsafe's local store, for FailLocal; else nil
+	closeStore func()
+
+	// startSnapshot
+	snap *snapshotter // nil when no snapshot is kept
+
+	// buildServices
+	srv        *Server
+	envoy      *envoyrls.Service // nil without EnvoyConfigDir
+	envoyPrint string            // the fingerprint of its files as read, for the watch
+
+	// listen and serve
+	lns      listeners
+	httpSrv  *http.Server
+	opsSrv   *http.Server
+	grpcSrv  *grpcServer // nil without envoy
+	serving  sync.WaitGroup
+	serveErr chan error // a server's failure
+
+	// startBackground
+	stopBackground func()
+}
+
+// newInstance returns the instance of a Run with o, before its first step:
+// Options' defaults filled in, the metrics made, nothing opened.
+func newInstance(o Options) *instance {
+	in := &instance{o: o, log: o.Logger, clk: o.Clock, metrics: newMetrics(prometheus.NewRegistry()),
+		closeStore: func() {}, serveErr: make(chan error, 3), stopBackground: func() {}}
+	if in.log == nil {
+		in.log = slog.New(slog.DiscardHandler)
+	}
+	if in.clk == nil {
+		in.clk = clock.Real{}
+	}
+	return in
+}
+
+// startBackground starts what runs beside the APIs until the shutdown:
+// the watches of the configurations, their reloads on Options.Reload and
+// the periodic snapshot.
+func (in *instance) startBackground() {
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	serve := func(name string, f func() error) {
-		wg.Go(func() {
-			if err := f(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
-				serveErr <- fmt.Errorf("%s: %w", name, err)
-			}
-		})
+	in.startReloads(ctx, &wg)
+	in.startSnapshotLoop(ctx, &wg)
+	in.stopBackground = func() {
+		cancel()
+		wg.Wait()
 	}
-	serve("http", func() error {
-		if tc := srv.TLSConfig("h2", "http/1.1"); tc != nil {
-			httpSrv.TLSConfig = tc
-			return httpSrv.ServeTLS(httpLn, "", "")
-		}
-		return httpSrv.Serve(httpLn)
-	})
-	if grpcSrv != nil {
-		serve("grpc", func() error { return grpcSrv.serve(grpcLn) })
-	}
-	if opsLn != nil {
-		serve("metrics", func() error { return opsSrv.Serve(opsLn) })
-	}
-	lns = nil // the servers close them
+}
 
-	// Reloads and snapshots.
-	bg, stopBG := context.WithCancel(context.Background())
-	var bgWG sync.WaitGroup
-	r := &reloader{srv: srv, envoy: envoy, o: o, log: log, m: m}
-	if o.WatchInterval >= 0 {
-		every := cmp.Or(o.WatchInterval, DefaultWatchInterval)
-		if o.ConfigFile != "" {
-			bgWG.Go(func() {
-				watch(bg, clk, every, cfgPrint, func() []string { return append([]string{o.ConfigFile}, srv.Config().files()...) },
-					func() { r.reloadConfig("a file changed") })
-			})
-		}
-		if envoy != nil {
-			bgWG.Go(func() {
-				watch(bg, clk, every, envoyPrint, func() []string { return []string{o.EnvoyConfigDir} }, func() { r.reloadEnvoy("a file changed") })
-			})
-		}
+// announce logs that Run serves, and tells Options.Listening.
+func (in *instance) announce() {
+	in.log.Info("serving", "store", storeName(in.o.Store), "policies", len(in.cfg.policies0()), "envoy", in.envoy != nil)
+	if in.o.Listening != nil {
+		in.o.Listening("ready", in.lns.http.Addr())
 	}
-	if o.Reload != nil {
-		bgWG.Go(func() {
-			for {
-				select {
-				case <-bg.Done():
-					return
-				case <-o.Reload:
-					r.reloadConfig("reload signal")
-					r.reloadEnvoy("reload signal")
-				}
-			}
-		})
-	}
-	if snap != nil {
-		if every := snapshotInterval(o, cfg); every > 0 {
-			bgWG.Go(func() { snapshotLoop(bg, clk, every, snap, log) })
-		}
-	}
-	log.Info("serving", "store", storeName(o.Store), "policies", len(cfg.policies0()), "envoy", envoy != nil)
-	if o.Listening != nil {
-		o.Listening("ready", httpLn.Addr())
-	}
+}
 
+// wait returns when ctx is done, with nil, or when a server fails, with
+// its error.
+func (in *instance) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "timeout", cmp.Or(o.ShutdownTimeout, DefaultShutdownTimeout))
-	case err = <-serveErr:
-		log.Error("a listener failed: shutting down", "err", err)
+		in.log.Info("shutting down", "timeout", in.shutdownTimeout())
+		return nil
+	case err := <-in.serveErr:
+		in.log.Error("a listener failed: shutting down", "err", err)
+		return err
 	}
-	stopBG()
-	bgWG.Wait()
-	srv.SetReady(false)
-	if grpcSrv != nil {
-		grpcSrv.health.Shutdown()
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), cmp.Or(o.ShutdownTimeout, DefaultShutdownTimeout))
+}
+
+// shutdown stops what Run started, gracefully: the background work, then
+// readiness, then the APIs, whose requests under way get ShutdownTimeout
+// to finish; then it writes the snapshot. It returns err, wait's, joined
+// with the snapshot's.
+func (in *instance) shutdown(err error) error {
+	in.stopBackground()
+	in.srv.SetReady(false)
+	ctx, cancel := context.WithTimeout(context.Background(), in.shutdownTimeout())
 	defer cancel()
-	var swg sync.WaitGroup
-	swg.Go(func() {
-		if err := httpSrv.Shutdown(sctx); err != nil {
-			log.Warn("requests under way at the shutdown timeout were cut off", "api", "http", "err", err)
-			httpSrv.Close()
-		}
-	})
-	if grpcSrv != nil {
-		swg.Go(func() { grpcSrv.stop(sctx, log) })
+	in.stopServing(ctx)
+	if serr := in.saveSnapshot(); serr != nil {
+		err = errors.Join(err, serr)
 	}
-	swg.Wait()
-	// The metrics stay up until the API is down, for a last scrape.
-	opsSrv.Shutdown(sctx)
-	wg.Wait()
-	if snap != nil {
-		if serr := snap.save(); serr != nil {
-			log.Error("the snapshot at shutdown failed", "snapshot", snap.path, "err", serr)
-			err = errors.Join(err, serr)
-		} else {
-			log.Info("snapshot written", "snapshot", snap.path, "keys", mem.Stats().Keys)
-		}
-	}
-	log.Info("stopped")
+	in.log.Info("stopped")
 	return err
+}
+
+func (in *instance) shutdownTimeout() time.Duration {
+	return cmp.Or(in.o.ShutdownTimeout, DefaultShutdownTimeout)
+}
+
+// release releases what the steps opened, after a shutdown or a start that
+// failed: the snapshot's lock, then the store. (listen closes its
+// listeners itself when it fails; once served, the servers own them.)
+func (in *instance) release() {
+	if in.snap != nil {
+		in.snap.close()
+	}
+	in.closeStore()
 }

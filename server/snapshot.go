@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate"
@@ -125,32 +126,64 @@ func (sn *snapshotter) write() error {
 func (sn *snapshotter) close() { sn.unlock() }
 
 // startSnapshot opens and restores the memory store's snapshot, if one is
-// to be kept.
-func startSnapshot(o Options, cfg *Config, mem *floodgate.MemoryStore, clk clock.Clock, log *slog.Logger, m *metrics) (*snapshotter, error) {
-	path := cmp.Or(o.SnapshotFile, cfg.SnapshotFile())
+// kept: the file of Options.SnapshotFile, else of the configuration, else
+// Options.DefaultSnapshotFile; none for "off", or for a store other than
+// the memory store.
+func (in *instance) startSnapshot() error {
+	if in.mem == nil {
+		return nil
+	}
+	path := cmp.Or(in.o.SnapshotFile, in.cfg.SnapshotFile())
 	byDefault := path == ""
 	if byDefault {
-		path = o.DefaultSnapshotFile
+		path = in.o.DefaultSnapshotFile
 	}
 	if path == "" || path == "off" {
-		log.Info("no snapshot: the memory store's state is lost at exit")
-		return nil, nil
+		in.log.Info("no snapshot: the memory store's state is lost at exit")
+		return nil
 	}
-	snap, err := openSnapshot(path, mem, clk, log, m)
+	snap, err := openSnapshot(path, in.mem, in.clk, in.log, in.metrics)
 	if err != nil && byDefault && !errors.Is(err, ErrSnapshotInUse) {
 		// The default place is unusable (a read-only home, say): serve
 		// anyway, as a first run must, and say so.
-		log.Warn("no snapshot: the default snapshot file is unusable, and the memory store's state is lost at exit", "snapshot", path, "err", err)
-		return nil, nil
+		in.log.Warn("no snapshot: the default snapshot file is unusable, and the memory store's state is lost at exit", "snapshot", path, "err", err)
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := snap.restore(); err != nil {
 		snap.close()
-		return nil, err
+		return err
 	}
-	return snap, nil
+	in.snap = snap
+	return nil
+}
+
+// startSnapshotLoop starts writing the snapshot every snapshotInterval,
+// if one is kept and the interval is not 0, in a goroutine of wg until
+// ctx is done.
+func (in *instance) startSnapshotLoop(ctx context.Context, wg *sync.WaitGroup) {
+	if in.snap == nil {
+		return
+	}
+	if every := snapshotInterval(in.o, in.cfg); every > 0 {
+		wg.Go(func() { snapshotLoop(ctx, in.clk, every, in.snap, in.log) })
+	}
+}
+
+// saveSnapshot writes the snapshot at shutdown, if one is kept, and logs
+// how it went.
+func (in *instance) saveSnapshot() error {
+	if in.snap == nil {
+		return nil
+	}
+	if err := in.snap.save(); err != nil {
+		in.log.Error("the snapshot at shutdown failed", "snapshot", in.snap.path, "err", err)
+		return err
+	}
+	in.log.Info("snapshot written", "snapshot", in.snap.path, "keys", in.mem.Stats().Keys)
+	return nil
 }
 
 // snapshotInterval is how often to write the snapshot: the option's, else

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storeurl"
 )
 
@@ -21,29 +20,34 @@ func storeName(url string) string {
 	return storeurl.Redact(url)
 }
 
-// openStore opens the store of url: the memory store itself, or another
-// wrapped in a FailsafeStore with the configuration's failure mode (and
-// its local store, for FailLocal). close closes it.
-func openStore(url string, cfg *Config, log *slog.Logger) (store store.Store, mem, local *floodgate.MemoryStore, close func(), err error) {
+// openStore opens the store that Options.Store names: the memory store
+// itself, or another wrapped in a FailsafeStore with the configuration's
+// failure mode (and its local store, for FailLocal). It is the one
+// function that makes the stores Run decides on.
+func (in *instance) openStore() error {
+	url, cfg := in.o.Store, in.cfg
 	if url == "" || url == "memory" || url == "memory:" {
-		mem = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
-		return mem, mem, nil, func() {}, nil
+		in.mem = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
+		in.store = in.mem
+		return nil
 	}
 	s, closer, err := storeurl.Open(url)
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("--store: %w", err)
+		return fmt.Errorf("--store: %w", err)
 	}
 	mode, _ := cfg.failMode()
 	timeout := DefaultStoreTimeout
 	if strings.HasPrefix(url, "file:") {
 		timeout = DefaultFileStoreTimeout // a transaction waits for the disk (fsync) and for other processes
 	}
-	fo := floodgate.FailsafeOptions{Mode: mode, Timeout: cmp.Or(cfg.Store.Timeout, timeout), Logger: log.With("store", storeName(url))}
+	fo := floodgate.FailsafeOptions{Mode: mode, Timeout: cmp.Or(cfg.Store.Timeout, timeout), Logger: in.log.With("store", storeName(url))}
 	if mode == floodgate.FailLocal {
-		local = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
-		fo.Local = local
+		in.local = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
+		fo.Local = in.local
 	}
-	return floodgate.Failsafe(s, fo), nil, local, func() { closeQuietly(closer, log) }, nil
+	in.store = floodgate.Failsafe(s, fo)
+	in.closeStore = func() { closeQuietly(closer, in.log) }
+	return nil
 }
 
 func closeQuietly(c io.Closer, log *slog.Logger) {
