@@ -113,6 +113,7 @@ type resolved struct {
 // badRequest is a problem with a request, for a 400.
 type badRequest string
 
+// check answers POST /v1/check: one check, or a batch (checks).
 func (s *Server) check(w http.ResponseWriter, r *http.Request, l *live) {
 	var req checkRequest
 	if msg := decodeBody(w, r, l, &req); msg != "" {
@@ -132,41 +133,47 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, l *live) {
 		s.checkOne(w, r.Context(), c)
 		return
 	}
-	if req.Policy != "" || req.PolicyText != "" || req.Key != nil || req.Cost != nil {
-		writeError(w, http.StatusBadRequest, "give either one check (policy, key, cost) or checks, not both")
+	cs, all, msg := s.resolveBatch(&req, l)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, string(msg))
 		return
-	}
-	all := true
-	switch req.Mode {
-	case "", "all":
-	case "each":
-		all = false
-	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("mode %q: want all (all or nothing, the default) or each", req.Mode))
-		return
-	}
-	switch n := len(req.Checks); {
-	case n == 0:
-		writeError(w, http.StatusBadRequest, "checks is empty")
-		return
-	case n > l.limits.maxChecks:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("%d checks: at most %d in one request", n, l.limits.maxChecks))
-		return
-	}
-	cs := make([]resolved, len(req.Checks))
-	for i := range req.Checks {
-		c, msg := s.resolve(&req.Checks[i], l, true)
-		if msg != "" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("checks[%d]: %s", i, msg))
-			return
-		}
-		cs[i] = c
 	}
 	if all {
 		s.checkAll(w, r.Context(), cs)
 	} else {
 		s.checkEach(w, r.Context(), cs)
 	}
+}
+
+// resolveBatch checks a batch, req.Checks, and finds the limiters of its
+// checks; all says whether it is decided all or nothing (mode all, the
+// default) rather than each check alone (mode each).
+func (s *Server) resolveBatch(req *checkRequest, l *live) (cs []resolved, all bool, msg badRequest) {
+	if req.Policy != "" || req.PolicyText != "" || req.Key != nil || req.Cost != nil {
+		return nil, false, "give either one check (policy, key, cost) or checks, not both"
+	}
+	switch req.Mode {
+	case "", "all":
+		all = true
+	case "each":
+	default:
+		return nil, false, badRequest(fmt.Sprintf("mode %q: want all (all or nothing, the default) or each", req.Mode))
+	}
+	switch n := len(req.Checks); {
+	case n == 0:
+		return nil, false, "checks is empty"
+	case n > l.limits.maxChecks:
+		return nil, false, badRequest(fmt.Sprintf("%d checks: at most %d in one request", n, l.limits.maxChecks))
+	}
+	cs = make([]resolved, len(req.Checks))
+	for i := range req.Checks {
+		c, msg := s.resolve(&req.Checks[i], l, true)
+		if msg != "" {
+			return nil, false, badRequest(fmt.Sprintf("checks[%d]: %s", i, msg))
+		}
+		cs[i] = c
+	}
+	return cs, all, ""
 }
 
 // checkOne decides a single check.
