@@ -421,6 +421,35 @@ func certs(t *testing.T, dir string) {
 // Both APIs over mutual TLS with a bearer token: the JSON API and Envoy's
 // ShouldRateLimit over gRPC, as Envoy calls it.
 func TestRunTLSAndEnvoy(t *testing.T) {
+	r := startTLSRun(t)
+	testHTTPS(t, r)
+	rls := testEnvoyGRPC(t, r)
+	testEnvoyJSON(t, r)
+	m := scrape(t, r.running)
+	for _, want := range []string{
+		`floodgate_envoy_requests_total{result="ok"} 3`,
+		`floodgate_envoy_requests_total{result="over_limit"} 1`,
+		`floodgate_requests_total{api="grpc",code="Unauthenticated",endpoint="ShouldRateLimit"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, grep(m, "envoy"))
+		}
+	}
+	testEnvoyReload(t, r, rls)
+}
+
+// tlsRun is a Run serving both APIs over mutual TLS with the bearer token
+// s3cret, Envoy's domain edge allowing 2 requests a minute per
+// remote_address, and what its clients need.
+type tlsRun struct {
+	*running
+	envoyDir   string
+	pool       *x509.CertPool
+	clientCert tls.Certificate
+}
+
+func startTLSRun(t *testing.T) *tlsRun {
+	t.Helper()
 	dir := t.TempDir()
 	certs(t, dir)
 	writeFile(t, filepath.Join(dir, "token"), "s3cret\n")
@@ -437,22 +466,31 @@ descriptors:
   - key: remote_address
     rate_limit: {unit: minute, requests_per_unit: 2}
 `)
-	r := startRun(t, Options{ConfigFile: cfgPath, EnvoyConfigDir: envoyDir, SnapshotFile: "off"})
-
-	pool := x509.NewCertPool()
+	r := &tlsRun{running: startRun(t, Options{ConfigFile: cfgPath, EnvoyConfigDir: envoyDir, SnapshotFile: "off"}),
+		envoyDir: envoyDir, pool: x509.NewCertPool()}
 	caPEM, _ := os.ReadFile(filepath.Join(dir, "ca.pem"))
-	pool.AppendCertsFromPEM(caPEM)
-	clientCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key"))
-	if err != nil {
+	r.pool.AppendCertsFromPEM(caPEM)
+	var err error
+	if r.clientCert, err = tls.LoadX509KeyPair(filepath.Join(dir, "client.pem"), filepath.Join(dir, "client.key")); err != nil {
 		t.Fatal(err)
 	}
-	httpsClient := func(withCert bool) *http.Client {
-		tc := &tls.Config{RootCAs: pool}
-		if withCert {
-			tc.Certificates = []tls.Certificate{clientCert}
-		}
-		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	return r
+}
+
+// httpsClient trusts the test CA, and shows the client certificate if
+// withCert.
+func (r *tlsRun) httpsClient(withCert bool) *http.Client {
+	tc := &tls.Config{RootCAs: r.pool}
+	if withCert {
+		tc.Certificates = []tls.Certificate{r.clientCert}
 	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+}
+
+// testHTTPS checks the JSON API over TLS: a client certificate and the
+// token are both needed, and plain HTTP is refused.
+func testHTTPS(t *testing.T, r *tlsRun) {
+	t.Helper()
 	post := func(hc *http.Client, token string) (int, error) {
 		req, _ := http.NewRequest("POST", "https://"+r.addrs["http"]+"/v1/check", strings.NewReader(`{"policy":"default","key":"k"}`))
 		if token != "" {
@@ -465,13 +503,13 @@ descriptors:
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	if code, err := post(httpsClient(true), "s3cret"); err != nil || code != 200 {
+	if code, err := post(r.httpsClient(true), "s3cret"); err != nil || code != 200 {
 		t.Errorf("https with a client certificate and the token: %d %v", code, err)
 	}
-	if code, err := post(httpsClient(true), ""); err != nil || code != 401 {
+	if code, err := post(r.httpsClient(true), ""); err != nil || code != 401 {
 		t.Errorf("https without the token: %d %v", code, err)
 	}
-	if _, err := post(httpsClient(false), "s3cret"); err == nil {
+	if _, err := post(r.httpsClient(false), "s3cret"); err == nil {
 		t.Error("https without a client certificate was served")
 	}
 	if resp, err := http.Post("http://"+r.addrs["http"]+"/v1/check", "application/json", strings.NewReader(`{}`)); err == nil {
@@ -480,33 +518,53 @@ descriptors:
 			t.Errorf("plain HTTP to the TLS port: %d", resp.StatusCode)
 		}
 	}
+}
 
-	// gRPC, as Envoy calls it.
-	conn, err := grpc.NewClient(r.addrs["grpc"], grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}})))
+// envoyClient calls ShouldRateLimit over gRPC as Envoy does, with the
+// token.
+type envoyClient struct {
+	rls    rlsv3.RateLimitServiceClient
+	authed context.Context
+}
+
+// ask asks about remote_address addr in the domain edge.
+func (c envoyClient) ask(ctx context.Context, addr string) (*rlsv3.RateLimitResponse, error) {
+	return c.rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: addr}}}}})
+}
+
+// testEnvoyGRPC checks ShouldRateLimit over gRPC: the token is needed, and
+// the third request of a minute is over the limit of 2.
+func testEnvoyGRPC(t *testing.T, r *tlsRun) envoyClient {
+	t.Helper()
+	conn, err := grpc.NewClient(r.addrs["grpc"], grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: r.pool, Certificates: []tls.Certificate{r.clientCert}})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	rls := rlsv3.NewRateLimitServiceClient(conn)
-	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}}}}
+	t.Cleanup(func() { conn.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := rls.ShouldRateLimit(ctx, req); status.Code(err) != codes.Unauthenticated {
+	t.Cleanup(cancel)
+	c := envoyClient{rls: rlsv3.NewRateLimitServiceClient(conn), authed: metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")}
+	if _, err := c.ask(ctx, "10.0.0.1"); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("gRPC without the token: %v", err)
 	}
-	authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		resp, err := rls.ShouldRateLimit(authed, req)
+		resp, err := c.ask(c.authed, "10.0.0.1")
 		if err != nil || resp.GetOverallCode() != want {
 			t.Errorf("gRPC call %d: %v %v, want %v", i, resp.GetOverallCode(), err, want)
 		}
 	}
-	// POST /json, Envoy's JSON form, on the HTTP API with the same auth.
+	return c
+}
+
+// testEnvoyJSON checks POST /json, Envoy's JSON form, on the HTTP API with
+// the same auth.
+func testEnvoyJSON(t *testing.T, r *tlsRun) {
+	t.Helper()
 	jreq, _ := http.NewRequest("POST", "https://"+r.addrs["http"]+"/json",
 		strings.NewReader(`{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"10.0.0.2"}]}]}`))
 	jreq.Header.Set("Authorization", "Bearer s3cret")
-	resp, err := httpsClient(true).Do(jreq)
+	resp, err := r.httpsClient(true).Do(jreq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,29 +573,23 @@ descriptors:
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"overallCode":"OK"`) {
 		t.Errorf("POST /json: %d %s", resp.StatusCode, b)
 	}
-	m := scrape(t, r)
-	for _, want := range []string{
-		`floodgate_envoy_requests_total{result="ok"} 3`,
-		`floodgate_envoy_requests_total{result="over_limit"} 1`,
-		`floodgate_requests_total{api="grpc",code="Unauthenticated",endpoint="ShouldRateLimit"} 1`,
-	} {
-		if !strings.Contains(m, want) {
-			t.Errorf("/metrics lacks %q:\n%s", want, grep(m, "envoy"))
-		}
-	}
-	// An Envoy configuration change is reloaded; an invalid one refused.
-	writeFile(t, filepath.Join(envoyDir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 0}\n")
+}
+
+// testEnvoyReload checks that an Envoy configuration change is reloaded,
+// and an invalid one refused.
+func testEnvoyReload(t *testing.T, r *tlsRun, c envoyClient) {
+	t.Helper()
+	writeFile(t, filepath.Join(r.envoyDir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 0}\n")
 	r.clock.WaitTimers(2)
 	r.clock.Advance(DefaultWatchInterval)
 	r.clock.WaitTimers(2)
-	if resp, err := rls.ShouldRateLimit(authed, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.9"}}}}}); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+	if resp, err := c.ask(c.authed, "10.0.0.9"); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("after the Envoy configuration's change to 0 a minute: %v %v", resp.GetOverallCode(), err)
 	}
-	writeFile(t, filepath.Join(envoyDir, "edge.yaml"), "domain: edge\ndescriptors: [{key: x, rate_limit: {unit: fortnight, requests_per_unit: 1}}]\n")
+	writeFile(t, filepath.Join(r.envoyDir, "edge.yaml"), "domain: edge\ndescriptors: [{key: x, rate_limit: {unit: fortnight, requests_per_unit: 1}}]\n")
 	r.clock.Advance(DefaultWatchInterval)
 	r.clock.WaitTimers(2)
-	if m := scrape(t, r); !strings.Contains(m, `floodgate_config_reloads_total{config="envoy",result="failure"} 1`) {
+	if m := scrape(t, r.running); !strings.Contains(m, `floodgate_config_reloads_total{config="envoy",result="failure"} 1`) {
 		t.Errorf("an invalid Envoy configuration: %s", grep(m, "reloads"))
 	}
 }
