@@ -22,7 +22,7 @@ func (in *instance) loadConfig() error {
 		return err
 	}
 	in.cfg = cfg
-	in.cfgPrint = fingerprint(append([]string{in.o.ConfigFile}, cfg.files()...)...)
+	in.cfgPrint = fingerprint(configFiles(in.o.ConfigFile, cfg)...)
 	if fingerprint(in.o.ConfigFile) != before {
 		in.cfgPrint = "" // it changed while being read: reload at the first look
 	}
@@ -53,6 +53,12 @@ func (in *instance) startReloads(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
+// configFiles are the files of the configuration cfg, read from path: the
+// file and those it names (tokens, certificates).
+func configFiles(path string, cfg *Config) []string {
+	return append([]string{path}, cfg.files()...)
+}
+
 // reloader reloads the configurations.
 type reloader struct {
 	mu    sync.Mutex // one reload at a time
@@ -77,11 +83,8 @@ func (r *reloader) onSignal(ctx context.Context, reload <-chan struct{}) {
 	}
 }
 
-// configFiles are the files of floodgate's configuration, for the watch:
-// the file and those it names (tokens, certificates).
-func (r *reloader) configFiles() []string {
-	return append([]string{r.o.ConfigFile}, r.srv.Config().files()...)
-}
+// configFiles are the files of the configuration in use, for the watch.
+func (r *reloader) configFiles() []string { return configFiles(r.o.ConfigFile, r.srv.Config()) }
 
 // envoyFiles are the files of the Envoy configuration, for the watch.
 func (r *reloader) envoyFiles() []string { return []string{r.o.EnvoyConfigDir} }
