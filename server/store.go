@@ -50,6 +50,8 @@ func (in *instance) openStore() error {
 	return nil
 }
 
+// closeQuietly closes c, the store, and logs an error rather than return
+// it: at the end of Run, nothing is left to do about one.
 func closeQuietly(c io.Closer, log *slog.Logger) {
 	if err := c.Close(); err != nil {
 		log.Warn("closing the store", "err", err)
