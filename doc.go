@@ -44,14 +44,14 @@
 //
 // # Stores
 //
-// A Store keeps the keys' states. The default, MemoryStore, holds them in
-// this process with bounded memory: a key whose state has drained holds no
-// memory, and each limiter holds at most a set number of keys, evicting the
-// state that would drain soonest. Other stores implement the Store
-// interface and prove with package storetest that they decide exactly as
-// the memory store does. Store.Apply carries out operations all or
-// nothing; ApplyEach carries out many independent ones, in one step where
-// the store can.
+// A store keeps the keys' states. The default, package memstore, holds
+// them in this process with bounded memory: a key whose state has drained
+// holds no memory, and each limiter holds at most a set number of keys,
+// evicting the state that would drain soonest. A file (package filestore)
+// or Redis (package redisstore) shares them between processes, and package
+// failsafe keeps deciding when such a store fails. Every store implements
+// the contract of package store and proves with package storetest that it
+// decides exactly as package algo does.
 //
 // # Concurrency
 //

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/store"
 )
@@ -20,9 +22,9 @@ func TestAllowEach(t *testing.T) {
 	fc := newFake()
 	shared := newFlaky()
 	fs := floodgate.Failsafe(shared, floodgate.FailsafeOptions{Clock: fc})
-	mem := floodgate.NewMemoryStore(0)
+	mem := memstore.New(0)
 	// Twins decide the same checks one AllowN at a time.
-	twinShared, twinMem := floodgate.NewMemoryStore(0), floodgate.NewMemoryStore(0)
+	twinShared, twinMem := memstore.New(0), memstore.New(0)
 	mk := func(s store.Store, name, policy string, extra ...floodgate.Option) *floodgate.Limiter {
 		return floodgate.NewLimiter(floodgate.MustParsePolicy(policy),
 			append([]floodgate.Option{floodgate.WithStore(s), floodgate.WithClock(fc), floodgate.WithName(name)}, extra...)...)
@@ -91,7 +93,7 @@ func (refusingStore) Table(string, floodgate.Policy) (store.Table, error) {
 }
 
 func ExampleAllowEach() {
-	mem := floodgate.NewMemoryStore(0)
+	mem := memstore.New(0)
 	perUser := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 2/1m"), floodgate.WithStore(mem))
 	perIP := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(mem))
 	// Three independent checks: the second check of the address is

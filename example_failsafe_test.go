@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
@@ -14,11 +16,11 @@ import (
 
 // A limiter on a shared store that keeps deciding, on this process's
 // memory, while the store is failing. The shared store here is a
-// MemoryStore, which never fails, so that the example runs anywhere; in
+// memory store (package memstore), which never fails, so that the example runs anywhere; in
 // production it would be a Redis store.
 func ExampleFailsafe() {
 	ctx := context.Background()
-	shared := floodgate.NewMemoryStore(0) // in production: a Redis store
+	shared := memstore.New(0) // in production: a Redis store
 	store := floodgate.Failsafe(shared, floodgate.FailsafeOptions{
 		Mode:    floodgate.FailLocal,   // or FailClosed (the default), FailOpen
 		Timeout: 50 * time.Millisecond, // a call taking longer is a failure

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/store"
 
 	"github.com/floodgate/floodgate/algo"
@@ -27,7 +29,7 @@ const (
 	FailClosed FailMode = iota
 	// FailOpen admits every request, counted in FailsafeStats.Open.
 	FailOpen
-	// FailLocal decides on a MemoryStore of this process, on the table
+	// FailLocal decides on a memory store (memstore.Store) of this process, on the table
 	// with the same name and policy.
 	FailLocal
 )
@@ -62,9 +64,9 @@ type FailsafeOptions struct {
 	// MaxCooldown bounds the doubled cooldown. 0 means 30s (or Cooldown,
 	// if longer); a MaxCooldown below Cooldown is raised to it.
 	MaxCooldown time.Duration
-	// Local is FailLocal's store; nil means a new MemoryStore holding up
+	// Local is FailLocal's store; nil means a new memstore.Store holding up
 	// to DefaultMaxKeys keys per table. Other modes ignore it.
-	Local *MemoryStore
+	Local *memstore.Store
 	// Clock measures cooldowns; nil means the system clock. Tests pass a
 	// clock.Fake.
 	Clock clock.Clock
@@ -103,7 +105,7 @@ const (
 //     admits, so nothing is admitted beyond the limit.
 //   - FailOpen admits every request, with Remaining 0 (unknown), and
 //     counts it: there is no limit while the store is down.
-//   - FailLocal decides on a MemoryStore of this process, on the table of
+//   - FailLocal decides on a memory store of this process, on the table of
 //     the same name and policy, made the first time it is needed. Each
 //     process decides alone, so N processes may together admit N times the
 //     limit while the store is down. Nor does a key's state cross a
@@ -143,7 +145,7 @@ type FailsafeStore struct {
 	timeout     time.Duration // 0: none
 	cooldown    time.Duration
 	maxCooldown time.Duration
-	local       *MemoryStore
+	local       *memstore.Store
 	clock       clock.Clock // nil: the real clock
 	log         *slog.Logger
 	err         error // a bad configuration, returned by every call
@@ -209,7 +211,7 @@ func Failsafe(s store.Store, o FailsafeOptions) *FailsafeStore {
 	}
 	f.maxCooldown = max(f.maxCooldown, f.cooldown)
 	if f.local == nil && f.mode == FailLocal {
-		f.local = NewMemoryStore(0)
+		f.local = memstore.New(0)
 	}
 	if _, real := f.clock.(clock.Real); real {
 		f.clock = nil

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
@@ -22,16 +24,16 @@ import (
 var errRefused = errors.New("connection refused")
 
 // flakyStore stands for a shared store (Redis, a file) that fails on
-// demand: a MemoryStore behind a hook that every call passes first. Its
+// demand: a memory store behind a hook that every call passes first. Its
 // tables refuse keys holding a NUL byte before calling out, as a real
 // store checks its input before the network.
 type flakyStore struct {
-	mem   *floodgate.MemoryStore
+	mem   *memstore.Store
 	calls atomic.Int64 // calls that reached the hook: tried to call out
 	hook  atomic.Pointer[func(ctx context.Context, key string) error]
 }
 
-func newFlaky() *flakyStore { return &flakyStore{mem: floodgate.NewMemoryStore(0)} }
+func newFlaky() *flakyStore { return &flakyStore{mem: memstore.New(0)} }
 
 // set makes every call run h first and fail with its error; nil heals.
 func (s *flakyStore) set(h func(ctx context.Context, key string) error) {
@@ -150,7 +152,7 @@ func (s *flakyStore) Apply(ctx context.Context, ops []store.Op) error {
 type failsafeCase struct {
 	fc     *clock.Fake
 	shared *flakyStore
-	local  *floodgate.MemoryStore
+	local  *memstore.Store
 	fs     *floodgate.FailsafeStore
 	p      floodgate.Policy
 	l      *floodgate.Limiter
@@ -158,7 +160,7 @@ type failsafeCase struct {
 
 func newFailsafeCase(t *testing.T, p floodgate.Policy, o floodgate.FailsafeOptions) *failsafeCase {
 	t.Helper()
-	c := &failsafeCase{fc: newFake(), shared: newFlaky(), local: floodgate.NewMemoryStore(0), p: p}
+	c := &failsafeCase{fc: newFake(), shared: newFlaky(), local: memstore.New(0), p: p}
 	o.Clock, o.Local = c.fc, c.local
 	c.fs = floodgate.Failsafe(c.shared, o)
 	c.l = floodgate.NewLimiter(p, floodgate.WithStore(c.fs), floodgate.WithClock(c.fc), floodgate.WithName("api"))
@@ -292,7 +294,7 @@ func TestFailsafeBadInput(t *testing.T) {
 				if _, err := tb.Decide(ctx, "k\x00", now, 1); keyChecked && !errors.Is(err, store.ErrInvalidKey) {
 					t.Fatalf("%s, a key the store refuses: %v", state, err)
 				}
-				foreign, _ := floodgate.NewMemoryStore(0).Table("api", p)
+				foreign, _ := memstore.New(0).Table("api", p)
 				if err := c.fs.Apply(ctx, []store.Op{{Kind: store.OpDecide, Table: foreign, Key: "k", Now: now, N: 1}}); !errors.Is(err, store.ErrForeignTable) {
 					t.Fatalf("%s, another store's table: %v", state, err)
 				}
@@ -773,7 +775,7 @@ func TestFailsafeAllowAll(t *testing.T) {
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newFailsafeCase(t, user, floodgate.FailsafeOptions{Mode: mode})
-			other := floodgate.NewMemoryStore(0)
+			other := memstore.New(0)
 			global := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Minute), floodgate.WithStore(other), floodgate.WithClock(c.fc))
 			perIP := floodgate.NewLimiter(floodgate.SlidingLog(1, time.Minute), floodgate.WithStore(c.fs), floodgate.WithClock(c.fc))
 			c.trip(t)
@@ -847,7 +849,7 @@ func TestFailsafeUpPathAllocs(t *testing.T) {
 			return c
 		}()},
 	} {
-		fs := floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{Timeout: c.timeout})
+		fs := floodgate.Failsafe(memstore.New(0), floodgate.FailsafeOptions{Timeout: c.timeout})
 		tb, err := fs.Table("api", p)
 		if err != nil {
 			t.Fatal(err)
@@ -864,16 +866,16 @@ func TestFailsafeUpPathAllocs(t *testing.T) {
 // the Cooldown.
 func TestFailsafeOptions(t *testing.T) {
 	p := floodgate.FixedWindow(1, time.Minute)
-	fs := floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{})
+	fs := floodgate.Failsafe(memstore.New(0), floodgate.FailsafeOptions{})
 	if fs.Mode() != floodgate.FailClosed || fs.Mode().String() != "closed" {
 		t.Fatalf("the zero options' mode: %v", fs.Mode())
 	}
-	if _, ok := fs.Unwrap().(*floodgate.MemoryStore); !ok {
+	if _, ok := fs.Unwrap().(*memstore.Store); !ok {
 		t.Fatalf("Unwrap: %T", fs.Unwrap())
 	}
 	for _, bad := range []*floodgate.FailsafeStore{
 		floodgate.Failsafe(nil, floodgate.FailsafeOptions{}),
-		floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{Mode: 7}),
+		floodgate.Failsafe(memstore.New(0), floodgate.FailsafeOptions{Mode: 7}),
 	} {
 		if _, err := bad.Table("api", p); err == nil {
 			t.Fatal("Table of a bad configuration succeeded")
@@ -898,7 +900,7 @@ func TestFailsafeOptions(t *testing.T) {
 // Store contract, ApplyEach included.
 func TestFailsafeConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return floodgate.Failsafe(floodgate.NewMemoryStore(0), floodgate.FailsafeOptions{Mode: floodgate.FailLocal})
+		return floodgate.Failsafe(memstore.New(0), floodgate.FailsafeOptions{Mode: floodgate.FailLocal})
 	})
 }
 

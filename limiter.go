@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/store"
@@ -57,7 +59,7 @@ func NewLimiter(p Policy, opts ...Option) *Limiter {
 		o.apply(&c)
 	}
 	if c.store == nil {
-		c.store = NewMemoryStore(c.maxKeys)
+		c.store = memstore.New(c.maxKeys)
 	}
 	if c.name == "" {
 		c.name = p.String()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
@@ -183,7 +185,7 @@ func TestReset(t *testing.T) {
 // TestSharedStore: limiters with one name and policy on one store share
 // state; another name does not.
 func TestSharedStore(t *testing.T) {
-	store := floodgate.NewMemoryStore(0)
+	store := memstore.New(0)
 	fc := newFake()
 	p := floodgate.FixedWindow(3, time.Minute)
 	a := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc))
@@ -235,7 +237,7 @@ func TestOneKeyThousandGoroutines(t *testing.T) {
 func TestRandomKeyFlood(t *testing.T) {
 	const bound, keys = 10_000, 300_000
 	fc := newFake()
-	store := floodgate.NewMemoryStore(bound)
+	store := memstore.New(bound)
 	l := floodgate.NewLimiter(floodgate.TokenBucket(1, time.Hour, 5), floodgate.WithStore(store), floodgate.WithClock(fc))
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 )
 
@@ -17,7 +19,7 @@ func TestAllowAllPerUserAndGlobal(t *testing.T) {
 		userOpts = append(userOpts, floodgate.WithClock(fc))
 		globalOpts = append(globalOpts, floodgate.WithClock(fc))
 		if shared {
-			store := floodgate.NewMemoryStore(0)
+			store := memstore.New(0)
 			userOpts = append(userOpts, floodgate.WithStore(store))
 			globalOpts = append(globalOpts, floodgate.WithStore(store))
 		}

@@ -22,10 +22,11 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/memstore"
 	golimiter "github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 	"github.com/throttled/throttled/v2"
-	"github.com/throttled/throttled/v2/store/memstore"
+	throttledmem "github.com/throttled/throttled/v2/store/memstore"
 	ulule "github.com/ulule/limiter/v3"
 	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
 	"go.uber.org/ratelimit"
@@ -141,7 +142,7 @@ func (f floodgateLimiter) Close() {
 // Evictions returns how many keys floodgate's memory store evicted to stay
 // within MaxKeys; the keyed scenarios expect none.
 func (f floodgateLimiter) Evictions() uint64 {
-	if m, ok := f.l.Store().(*floodgate.MemoryStore); ok {
+	if m, ok := f.l.Store().(*memstore.Store); ok {
 		return m.Stats().Evictions
 	}
 	return 0
@@ -272,7 +273,7 @@ func newThrottled(q Quota) Limiter {
 	default:
 		panic(fmt.Sprint("bench: unknown quota ", q))
 	}
-	st, err := memstore.NewCtx(0) // 0: a plain map, no LRU bound
+	st, err := throttledmem.NewCtx(0) // 0: a plain map, no LRU bound
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/client"
@@ -57,7 +59,7 @@ func newClient(t *testing.T, url string, opts ...client.Option) *client.Client {
 }
 
 func TestCheckPeekReset(t *testing.T) {
-	url, clk := newServer(t, floodgate.NewMemoryStore(0))
+	url, clk := newServer(t, memstore.New(0))
 	c := newClient(t, url)
 	ctx := context.Background()
 	third := time.Second / 3
@@ -88,7 +90,7 @@ func TestCheckPeekReset(t *testing.T) {
 }
 
 func TestCheckAllEach(t *testing.T) {
-	url, _ := newServer(t, floodgate.NewMemoryStore(0))
+	url, _ := newServer(t, memstore.New(0))
 	c := newClient(t, url)
 	ctx := context.Background()
 	checks := []client.Check{{Policy: "per-user", Key: "u"}, {Policy: "global", Key: "all", Cost: 3}}
@@ -133,7 +135,7 @@ func (brokenStore) Decide(context.Context, string, int64, int64) (algo.Decision,
 }
 
 func TestErrors(t *testing.T) {
-	url, _ := newServer(t, floodgate.NewMemoryStore(0))
+	url, _ := newServer(t, memstore.New(0))
 	ctx := context.Background()
 	c := newClient(t, url)
 	_, err := c.Check(ctx, "nope", "k")

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"net/http/httptest"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/server"
 )
@@ -13,7 +14,7 @@ import (
 func Example() {
 	// A floodgate server, as floodgate serve runs one, with one policy.
 	cfg, _ := server.ParseConfig([]byte("policies: {login: fixed-window 2/1h}"), "")
-	srv, _ := server.New(floodgate.NewMemoryStore(0), cfg)
+	srv, _ := server.New(memstore.New(0), cfg)
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 

@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
 const benchConfig = `
@@ -29,7 +29,7 @@ descriptors:
 // benchShouldRateLimit decides requests of the descriptors made by descs
 // from a per-goroutine counter, on the real clock and the memory store.
 func benchShouldRateLimit(b *testing.B, keys int, descs func(i int) *rlsv3.RateLimitRequest) {
-	s := NewService(mustParse(b, benchConfig), floodgate.NewMemoryStore(0))
+	s := NewService(mustParse(b, benchConfig), memstore.New(0))
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

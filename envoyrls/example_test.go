@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/envoyrls"
 )
@@ -62,7 +63,7 @@ descriptors:
 	if err != nil {
 		panic(err)
 	}
-	svc := envoyrls.NewService(cfg, floodgate.NewMemoryStore(0), fakeClock())
+	svc := envoyrls.NewService(cfg, memstore.New(0), fakeClock())
 	for _, addr := range []string{"10.0.0.1", "10.0.0.1", "10.0.0.1", "192.0.2.66"} {
 		resp, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
 			Domain:      "edge",

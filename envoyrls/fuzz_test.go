@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/clock"
 )
 
@@ -41,7 +42,7 @@ func FuzzParseConfig(f *testing.F) {
 		if len(domains) != 1 || domains[0] == "" {
 			t.Fatalf("a parsed file has domains %q", domains)
 		}
-		s := NewService(c, floodgate.NewMemoryStore(0), WithClock(clock.NewFake(t0)))
+		s := NewService(c, memstore.New(0), WithClock(clock.NewFake(t0)))
 		for _, r := range c.rules {
 			if r.domain != domains[0] || (r.policy.IsZero() && r.perUnit != 0 && !r.unlimited) {
 				t.Fatalf("rule %+v", r)
@@ -86,7 +87,7 @@ descriptors:
     share_threshold: true
     rate_limit: {unit: second, requests_per_unit: 0}
 `)
-	s := NewService(cfg, floodgate.NewMemoryStore(0), WithClock(clock.NewFake(t0)))
+	s := NewService(cfg, memstore.New(0), WithClock(clock.NewFake(t0)))
 	h := s.JSONHandler()
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -25,7 +27,7 @@ var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 func newService(t testing.TB, yamlText string, opts ...Option) (*Service, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	s := NewService(mustParse(t, yamlText), floodgate.NewMemoryStore(0), append([]Option{WithClock(clk)}, opts...)...)
+	s := NewService(mustParse(t, yamlText), memstore.New(0), append([]Option{WithClock(clk)}, opts...)...)
 	return s, clk
 }
 

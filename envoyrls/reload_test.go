@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
@@ -40,7 +42,7 @@ descriptors:
 // rules that did not change, a fresh start for the ones that did.
 func TestSetConfigUnderLoad(t *testing.T) {
 	a, b := mustParse(t, configA), mustParse(t, configB)
-	s := NewService(a, floodgate.NewMemoryStore(0), WithClock(clock.NewFake(t0)))
+	s := NewService(a, memstore.New(0), WithClock(clock.NewFake(t0)))
 
 	const workers, perWorker, swaps = 4, 300, 200
 	var wg sync.WaitGroup
@@ -107,7 +109,7 @@ func TestSetConfigUnderLoad(t *testing.T) {
 // A request under way when the configuration changes finishes under the
 // configuration it began with.
 func TestSetConfigInFlight(t *testing.T) {
-	g := &gateStore{Store: floodgate.NewMemoryStore(0), entered: make(chan struct{}), release: make(chan struct{})}
+	g := &gateStore{Store: memstore.New(0), entered: make(chan struct{}), release: make(chan struct{})}
 	s := NewService(mustParse(t, configA), g, WithClock(clock.NewFake(t0)))
 	done := make(chan string)
 	go func() {

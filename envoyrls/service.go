@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -77,7 +79,7 @@ const maxOverrides = 1024
 
 // NewService returns a service deciding with cfg (nil: no domain, every
 // request answered OK) and keeping its counters in store (nil: a new
-// floodgate.NewMemoryStore(0)). Each domain's limits live in the store
+// memstore.New(0)). Each domain's limits live in the store
 // table named "envoyrls/" followed by the domain, so that services
 // sharing a store (several processes on one Redis) share their limits.
 func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
@@ -89,7 +91,7 @@ func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 		o.clock = nil
 	}
 	if st == nil {
-		st = floodgate.NewMemoryStore(0)
+		st = memstore.New(0)
 	}
 	s := &Service{store: st, opts: o, overrides: make(map[overrideKey]tableOrErr)}
 	s.cur.Store(s.bind(cfg))
@@ -364,7 +366,7 @@ func (s *Service) decideAll(ctx context.Context, checks []check, outs []outcome,
 		o := &outs[i]
 		o.st, o.over, o.err = s.decide(ctx, &checks[i], o.key, now, o.n)
 	}
-	if _, mem := s.store.(*floodgate.MemoryStore); mem || len(todo) < 2 {
+	if _, mem := s.store.(*memstore.Store); mem || len(todo) < 2 {
 		for _, i := range todo {
 			one(i)
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
@@ -648,7 +650,7 @@ func TestEmptyDescriptors(t *testing.T) {
 
 // sharedStore is a memory store that the service takes for a shared one
 // (Redis, a file): it decides a request's distinct counters at once.
-type sharedStore struct{ *floodgate.MemoryStore }
+type sharedStore struct{ *memstore.Store }
 
 // On a shared store a request's descriptors of distinct counters are
 // decided at once, and those of one counter in request order: the answers
@@ -669,7 +671,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	for name, store := range map[string]store.Store{
-		"shared": sharedStore{floodgate.NewMemoryStore(0)},
+		"shared": sharedStore{memstore.New(0)},
 		"redis":  floodgate.Failsafe(rs, floodgate.FailsafeOptions{}),
 	} {
 		t.Run(name, func(t *testing.T) {

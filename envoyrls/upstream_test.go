@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/clock"
 )
 
@@ -105,7 +106,7 @@ func TestUpstreamExamples(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clock.NewFake(t0)
-			s := NewService(cfg, floodgate.NewMemoryStore(0), WithClock(clk))
+			s := NewService(cfg, memstore.New(0), WithClock(clk))
 			for i, st := range tc.steps {
 				clk.Advance(st.after)
 				if got := call(t, s, parseRequest(st.req)); got != st.want {

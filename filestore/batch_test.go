@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storetest"
@@ -22,7 +23,7 @@ import (
 func TestBatchDecidesAsIfAlone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	fs := openStore(t, path)
-	mem := floodgate.NewMemoryStore(0)
+	mem := memstore.New(0)
 	policies := []string{"token-bucket 3/1s burst=4", "sliding-log 5/1m"}
 	var tf, tm []store.Table
 	for _, p := range policies {

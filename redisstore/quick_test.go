@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/store"
@@ -75,7 +77,7 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				mem := floodgate.NewMemoryStore(0)
+				mem := memstore.New(0)
 				mtb, err := mem.Table("t", p)
 				if err != nil {
 					t.Fatal(err)

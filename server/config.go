@@ -127,7 +127,7 @@ type StoreConfig struct {
 	// DefaultStoreTimeout, or DefaultFileStoreTimeout for a file store.
 	Timeout time.Duration `yaml:"timeout"`
 	// MaxKeys bounds the keys per policy of the memory store; 0 means
-	// floodgate.DefaultMaxKeys.
+	// memstore.DefaultMaxKeys.
 	MaxKeys int `yaml:"max_keys"`
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/envoyrls"
+	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -75,7 +76,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 // registerStore adds the counts of the store: a memory store's keys and
 // evictions, a failsafe store's failures and fallbacks (and its local
 // memory store's keys).
-func (m *metrics) registerStore(s store.Store, local *floodgate.MemoryStore) {
+func (m *metrics) registerStore(s store.Store, local *memstore.Store) {
 	m.reg.MustRegister(&storeCollector{store: s, local: local})
 }
 
@@ -99,7 +100,7 @@ var (
 // storeCollector reads a store's counts at each scrape.
 type storeCollector struct {
 	store store.Store
-	local *floodgate.MemoryStore // the FailsafeStore's, or nil
+	local *memstore.Store // the FailsafeStore's, or nil
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -107,14 +108,14 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	mem := func(label string, m *floodgate.MemoryStore) {
+	mem := func(label string, m *memstore.Store) {
 		st := m.Stats()
 		ch <- prometheus.MustNewConstMetric(memKeysDesc, prometheus.GaugeValue, float64(st.Keys), label)
 		ch <- prometheus.MustNewConstMetric(memDrainedDesc, prometheus.CounterValue, float64(st.Drained), label)
 		ch <- prometheus.MustNewConstMetric(memEvictionsDesc, prometheus.CounterValue, float64(st.Evictions), label)
 	}
 	switch s := c.store.(type) {
-	case *floodgate.MemoryStore:
+	case *memstore.Store:
 		mem("main", s)
 	case *floodgate.FailsafeStore:
 		st := s.Stats()

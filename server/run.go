@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/envoyrls"
 	"github.com/floodgate/floodgate/store"
@@ -69,8 +70,8 @@ type instance struct {
 
 	// openStore
 	store      store.Store
-	mem        *floodgate.MemoryStore // store, when it is the memory store; else nil
-	local      *floodgate.MemoryStore // the failsafe's local store, for FailLocal; else nil
+	mem        *memstore.Store // store, when it is the memory store; else nil
+	local      *memstore.Store // the failsafe's local store, for FailLocal; else nil
 	closeStore func()
 
 	// startSnapshot

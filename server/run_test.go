@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -31,7 +33,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/storeurl"
 )
@@ -237,7 +238,7 @@ func TestRunSnapshot(t *testing.T) {
 	r.clock.Advance(every)
 	r.clock.WaitTimers(1)
 	spend(r, "b", 4) // after the periodic snapshot: only the final one has it
-	periodic := floodgate.NewMemoryStore(0)
+	periodic := memstore.New(0)
 	f, err := os.Open(snap)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/store"
@@ -29,8 +31,8 @@ type Server struct {
 	log     *slog.Logger
 	token   string // from the environment, when the configuration names no token file
 	metrics *metrics
-	envoy   http.Handler           // Envoy's POST /json, or nil
-	local   *floodgate.MemoryStore // the FailsafeStore's local store, for metrics, or nil
+	envoy   http.Handler    // Envoy's POST /json, or nil
+	local   *memstore.Store // the FailsafeStore's local store, for metrics, or nil
 
 	cur   atomic.Pointer[live]
 	ready atomic.Bool
@@ -77,7 +79,7 @@ func withMetrics(m *metrics) Option { return optionFunc(func(s *Server) { s.metr
 
 // withFallback names the local store of store's FailsafeStore, for its
 // metrics.
-func withFallback(m *floodgate.MemoryStore) Option {
+func withFallback(m *memstore.Store) Option {
 	return optionFunc(func(s *Server) { s.local = m })
 }
 

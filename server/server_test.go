@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
@@ -47,7 +49,7 @@ type testServer struct {
 
 func newTestServer(t *testing.T, yamlText string, opts ...Option) *testServer {
 	t.Helper()
-	return newTestServerOn(t, floodgate.NewMemoryStore(0), yamlText, opts...)
+	return newTestServerOn(t, memstore.New(0), yamlText, opts...)
 }
 
 func newTestServerOn(t *testing.T, store store.Store, yamlText string, opts ...Option) *testServer {
@@ -290,7 +292,7 @@ func TestAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(floodgate.NewMemoryStore(0), cfg, WithToken("env-token"))
+	s, err := New(memstore.New(0), cfg, WithToken("env-token"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +392,7 @@ func TestReady(t *testing.T) {
 	if a := do(t, "GET", ops.URL+"/readyz", ""); a.code != 200 {
 		t.Errorf("readyz: %d %s", a.code, a.body)
 	}
-	if ts.Server.store.(*floodgate.MemoryStore).Stats().Keys != 0 {
+	if ts.Server.store.(*memstore.Store).Stats().Keys != 0 {
 		t.Error("the readiness probe left a key behind")
 	}
 	ts.SetReady(false)
@@ -516,7 +518,7 @@ func FuzzCheckBody(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s, err := New(floodgate.NewMemoryStore(0), cfg, WithClock(clock.NewFake(t0)))
+	s, err := New(memstore.New(0), cfg, WithClock(clock.NewFake(t0)))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -13,7 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/clock"
 )
 
@@ -25,7 +26,7 @@ var ErrSnapshotInUse = errors.New("the snapshot file is in use by another proces
 // snapshotter keeps the memory store's state in a file across restarts.
 type snapshotter struct {
 	path    string
-	mem     *floodgate.MemoryStore
+	mem     *memstore.Store
 	clock   clock.Clock
 	log     *slog.Logger
 	metrics *metrics
@@ -34,7 +35,7 @@ type snapshotter struct {
 
 // openSnapshot locks the snapshot file at path (through path.lock), creating
 // its directory, and returns its snapshotter.
-func openSnapshot(path string, mem *floodgate.MemoryStore, clk clock.Clock, log *slog.Logger, m *metrics) (*snapshotter, error) {
+func openSnapshot(path string, mem *memstore.Store, clk clock.Clock, log *slog.Logger, m *metrics) (*snapshotter, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("the snapshot's directory: %w", err)
 	}
@@ -59,7 +60,7 @@ func (sn *snapshotter) restore() error {
 	}
 	defer f.Close()
 	err = sn.mem.ReadSnapshot(bufio.NewReaderSize(f, 64<<10), sn.clock.Now().UnixNano())
-	if errors.Is(err, floodgate.ErrInvalidSnapshot) {
+	if errors.Is(err, memstore.ErrInvalidSnapshot) {
 		aside := sn.path + ".corrupt"
 		sn.log.Error("the snapshot does not load: starting empty, the snapshot kept aside", "snapshot", sn.path, "aside", aside, "err", err)
 		if rerr := os.Rename(sn.path, aside); rerr != nil {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/storeurl"
 )
@@ -27,7 +29,7 @@ func storeName(url string) string {
 func (in *instance) openStore() error {
 	url, cfg := in.o.Store, in.cfg
 	if url == "" || url == "memory" || url == "memory:" {
-		in.mem = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
+		in.mem = memstore.New(cfg.Store.MaxKeys)
 		in.store = in.mem
 		return nil
 	}
@@ -42,7 +44,7 @@ func (in *instance) openStore() error {
 	}
 	fo := floodgate.FailsafeOptions{Mode: mode, Timeout: cmp.Or(cfg.Store.Timeout, timeout), Logger: in.log.With("store", storeName(url))}
 	if mode == floodgate.FailLocal {
-		in.local = floodgate.NewMemoryStore(cfg.Store.MaxKeys)
+		in.local = memstore.New(cfg.Store.MaxKeys)
 		fo.Local = in.local
 	}
 	in.store = floodgate.Failsafe(s, fo)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
@@ -104,7 +106,7 @@ func Differential(t testing.TB, st store.Store, data []byte, batches int) {
 	t.Helper()
 	src := &source{data}
 	ctx := context.Background()
-	mem := floodgate.NewMemoryStore(0)
+	mem := memstore.New(0)
 	pi := src.intn(int64(len(DifferentialPolicies)))
 	p := floodgate.MustParsePolicy(DifferentialPolicies[pi])
 	pol2 := floodgate.MustParsePolicy(DifferentialPolicies[(pi+1+src.intn(int64(len(DifferentialPolicies)-1)))%int64(len(DifferentialPolicies))])

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
@@ -350,7 +352,7 @@ func testReset(t *testing.T, s store.Store) {
 }
 
 func testForeignTable(t *testing.T, s store.Store) {
-	other := floodgate.NewMemoryStore(0)
+	other := memstore.New(0)
 	tb, err := other.Table("x", floodgate.MustParsePolicy("fixed-window 1/1s"))
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +456,7 @@ func testApplyConcurrent(t *testing.T, s store.Store) {
 // denial in the middle leaves the others be, keys in many hash slots
 // (a Redis Cluster) included. Bad input is an error.
 func testApplyEach(t *testing.T, s store.Store) {
-	ref := floodgate.NewMemoryStore(0)
+	ref := memstore.New(0)
 	pols := []string{"token-bucket 3/1s", "fixed-window 2/1s", "sliding-log 2/1s"}
 	var ts, rs []store.Table
 	for _, p := range pols {

@@ -34,7 +34,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
@@ -70,7 +71,7 @@ func open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, er
 		if rawURL != "memory" && rawURL != "memory:" {
 			return nil, nil, fmt.Errorf("%w: %q: memory takes no address", ErrInvalidURL, rawURL)
 		}
-		return floodgate.NewMemoryStore(0), io.NopCloser(nil), nil
+		return memstore.New(0), io.NopCloser(nil), nil
 	case "file":
 		path, err := filePath(rawURL)
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/internal/redistest"
@@ -47,7 +49,7 @@ func TestForms(t *testing.T) {
 	t.Chdir(dir) // for the relative file paths
 
 	for _, c := range []struct{ raw, store, prefix string }{
-		{"memory", "*floodgate.MemoryStore", ""},
+		{"memory", "*memstore.Store", ""},
 		{"redis://localhost:6379/2", "*redisstore.Store", "floodgate:"},
 		{"rediss://u:p@localhost:6379/0?prefix=app:&dial_timeout=1s", "*redisstore.Store", "app:"},
 		{"unix:///run/redis.sock?db=1&prefix=x:", "*redisstore.Store", "x:"},
@@ -93,8 +95,8 @@ func TestForms(t *testing.T) {
 
 func typeName(s store.Store) string {
 	switch s.(type) {
-	case *floodgate.MemoryStore:
-		return "*floodgate.MemoryStore"
+	case *memstore.Store:
+		return "*memstore.Store"
 	case *redisstore.Store:
 		return "*redisstore.Store"
 	case *filestore.Store:

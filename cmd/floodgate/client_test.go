@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/server"
 )
@@ -27,7 +28,7 @@ func clientServer(t *testing.T) (url, tokenFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(floodgate.NewMemoryStore(0), cfg, server.WithClock(clock.NewFake(time.Unix(t0, 0))))
+	s, err := server.New(memstore.New(0), cfg, server.WithClock(clock.NewFake(time.Unix(t0, 0))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/redisstore"
@@ -292,7 +293,7 @@ func openSimulationStore(rawURL string, p algo.Policy) (store.Table, func() erro
 	var st store.Store
 	done := func() error { return nil }
 	if rawURL == "memory" {
-		st = floodgate.NewMemoryStore(math.MaxInt)
+		st = memstore.New(math.MaxInt)
 	} else {
 		s, closer, err := storeurl.Open(rawURL, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour),
 			redisstore.WithPrefix(fmt.Sprintf("floodgate:simulate:%016x:", rand.Uint64())))

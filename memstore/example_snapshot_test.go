@@ -1,4 +1,4 @@
-package floodgate_test
+package memstore_test
 
 import (
 	"bytes"
@@ -6,17 +6,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/floodgate/floodgate/memstore"
+
 	"github.com/floodgate/floodgate"
 )
 
 // A restart that keeps the limits: the old process writes a snapshot of its
 // memory store, the new one reads it before deciding.
-func ExampleMemoryStore_WriteSnapshot() {
+func ExampleStore_WriteSnapshot() {
 	ctx := context.Background()
 	t := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	sms := floodgate.MustParsePolicy("leaky-bucket 1/1h capacity=20")
 
-	before := floodgate.NewMemoryStore(0)
+	before := memstore.New(0)
 	l := floodgate.NewLimiter(sms, floodgate.WithStore(before))
 	for range 18 {
 		l.AllowAt(ctx, "sms", t, 1)
@@ -27,7 +29,7 @@ func ExampleMemoryStore_WriteSnapshot() {
 		return
 	}
 
-	after := floodgate.NewMemoryStore(0)
+	after := memstore.New(0)
 	if err := after.ReadSnapshot(&snapshot, t.Add(time.Minute).UnixNano()); err != nil {
 		fmt.Println(err)
 		return

@@ -1,4 +1,4 @@
-package floodgate_test
+package memstore_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/store"
@@ -39,7 +41,7 @@ func snapshotLimiters(t *testing.T, store store.Store) []*floodgate.Limiter {
 // algorithm exactly as the original does, then and from then on.
 func TestSnapshotRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	orig := floodgate.NewMemoryStore(0)
+	orig := memstore.New(0)
 	ol := snapshotLimiters(t, orig)
 	r := rand.New(rand.NewPCG(1, 2))
 	at := snapT0
@@ -55,7 +57,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if err := orig.WriteSnapshot(&snap, at.UnixNano()); err != nil {
 		t.Fatal(err)
 	}
-	restored := floodgate.NewMemoryStore(0)
+	restored := memstore.New(0)
 	if err := restored.ReadSnapshot(bytes.NewReader(snap.Bytes()), at.UnixNano()); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestSnapshotSkipsDrained(t *testing.T) {
 	for _, ps := range snapshotPolicies {
 		t.Run(ps, func(t *testing.T) {
 			p := floodgate.MustParsePolicy(ps)
-			orig := floodgate.NewMemoryStore(0)
+			orig := memstore.New(0)
 			l := floodgate.NewLimiter(p, floodgate.WithStore(orig))
 			// Key i is decided at 3i periods, and drains ResetAfter (at
 			// most 2 periods) later: just before the last one drains, it
@@ -123,7 +125,7 @@ func TestSnapshotSkipsDrained(t *testing.T) {
 				{"restored late", full.Bytes(), end.Add(-time.Nanosecond), 1},
 				{"restored after all drained", full.Bytes(), end, 0},
 			} {
-				s := floodgate.NewMemoryStore(0)
+				s := memstore.New(0)
 				if err := s.ReadSnapshot(bytes.NewReader(c.snap), c.at.UnixNano()); err != nil {
 					t.Fatal(err)
 				}
@@ -137,10 +139,10 @@ func TestSnapshotSkipsDrained(t *testing.T) {
 
 func TestSnapshotEmpty(t *testing.T) {
 	var b bytes.Buffer
-	if err := floodgate.NewMemoryStore(0).WriteSnapshot(&b, 0); err != nil {
+	if err := memstore.New(0).WriteSnapshot(&b, 0); err != nil {
 		t.Fatal(err)
 	}
-	s := floodgate.NewMemoryStore(0)
+	s := memstore.New(0)
 	if err := s.ReadSnapshot(&b, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +155,7 @@ func TestSnapshotEmpty(t *testing.T) {
 func snapshotOf(t testing.TB) []byte {
 	t.Helper()
 	ctx := context.Background()
-	s := floodgate.NewMemoryStore(0)
+	s := memstore.New(0)
 	for i, ps := range snapshotPolicies {
 		l := floodgate.NewLimiter(floodgate.MustParsePolicy(ps), floodgate.WithStore(s), floodgate.WithName(fmt.Sprint("l", i)))
 		for k := range 3 {
@@ -207,13 +209,13 @@ func TestSnapshotCorrupt(t *testing.T) {
 		cases = append(cases, bad{fmt.Sprint("bit flipped in byte ", i), b})
 	}
 	for _, c := range cases {
-		s := floodgate.NewMemoryStore(0)
+		s := memstore.New(0)
 		l := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s))
 		if _, err := l.AllowAt(context.Background(), "mine", snapT0, 1); err != nil {
 			t.Fatal(err)
 		}
 		err := s.ReadSnapshot(bytes.NewReader(c.b), snapT0.UnixNano())
-		if !errors.Is(err, floodgate.ErrInvalidSnapshot) {
+		if !errors.Is(err, memstore.ErrInvalidSnapshot) {
 			t.Errorf("%s: error %v, want ErrInvalidSnapshot", c.name, err)
 		}
 		if k := s.Stats().Keys; k != 1 {
@@ -221,7 +223,7 @@ func TestSnapshotCorrupt(t *testing.T) {
 		}
 	}
 	// The good one, for contrast.
-	if err := floodgate.NewMemoryStore(0).ReadSnapshot(bytes.NewReader(good), snapT0.UnixNano()); err != nil {
+	if err := memstore.New(0).ReadSnapshot(bytes.NewReader(good), snapT0.UnixNano()); err != nil {
 		t.Errorf("the uncorrupted snapshot: %v", err)
 	}
 }
@@ -242,7 +244,7 @@ func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk on f
 
 func TestSnapshotIOErrors(t *testing.T) {
 	good := snapshotOf(t)
-	s := floodgate.NewMemoryStore(0)
+	s := memstore.New(0)
 	if err := s.ReadSnapshot(bytes.NewReader(good), snapT0.UnixNano()); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func TestSnapshotIOErrors(t *testing.T) {
 			t.Errorf("writer failing after %d bytes: error %v", n, err)
 		}
 	}
-	if err := s.ReadSnapshot(failingReader{}, 0); err == nil || errors.Is(err, floodgate.ErrInvalidSnapshot) {
+	if err := s.ReadSnapshot(failingReader{}, 0); err == nil || errors.Is(err, memstore.ErrInvalidSnapshot) {
 		t.Errorf("a failing reader: error %v, want the reader's", err)
 	}
 }
@@ -266,10 +268,10 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Add([]byte("FGSNAP\x01e\x00\x00"))
 	f.Add([]byte("FGSNAP\x01t\x01a\x0asliding-log 2/1sk\x01k\x06\x01\x03\x02\x01\x01\x01e\x01\x01"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		s := floodgate.NewMemoryStore(0)
+		s := memstore.New(0)
 		now := snapT0.UnixNano()
 		if err := s.ReadSnapshot(bytes.NewReader(sealed(body)), now); err != nil {
-			if !errors.Is(err, floodgate.ErrInvalidSnapshot) {
+			if !errors.Is(err, memstore.ErrInvalidSnapshot) {
 				t.Fatalf("error %v does not wrap ErrInvalidSnapshot", err)
 			}
 			return
@@ -278,7 +280,7 @@ func FuzzReadSnapshot(f *testing.F) {
 		if err := s.WriteSnapshot(&again, now); err != nil {
 			t.Fatal(err)
 		}
-		if err := floodgate.NewMemoryStore(0).ReadSnapshot(&again, now); err != nil {
+		if err := memstore.New(0).ReadSnapshot(&again, now); err != nil {
 			t.Fatalf("rewriting an accepted snapshot: %v", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package floodgate
+package memstore
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"github.com/floodgate/floodgate/internal/memtable"
 )
 
-// ErrInvalidSnapshot is returned by MemoryStore.ReadSnapshot, wrapped with
+// ErrInvalidSnapshot is returned by Store.ReadSnapshot, wrapped with
 // the problem, for input that WriteSnapshot did not write: a bad header, an
 // unknown version, a truncated or altered snapshot (its checksum does not
 // match), a bad policy or state. Nothing is loaded then.
@@ -54,14 +54,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // a decision waits at most for the copying of one shard's states.
 //
 // WriteSnapshot returns w's first error, wrapped.
-func (m *MemoryStore) WriteSnapshot(w io.Writer, now int64) error {
+func (m *Store) WriteSnapshot(w io.Writer, now int64) error {
 	m.mu.Lock()
-	tables := make([]*memTable, 0, len(m.tables))
+	tables := make([]*table, 0, len(m.tables))
 	for _, t := range m.tables {
 		tables = append(tables, t)
 	}
 	m.mu.Unlock()
-	slices.SortFunc(tables, func(a, b *memTable) int { return a.id - b.id })
+	slices.SortFunc(tables, func(a, b *table) int { return a.id - b.id })
 
 	crc := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
@@ -87,11 +87,11 @@ func (m *MemoryStore) WriteSnapshot(w io.Writer, now int64) error {
 				buf = appendString(buf, e.Key)
 				state, err := e.State.MarshalBinary()
 				if err != nil {
-					return fmt.Errorf("floodgate: snapshot of key %q: %w", e.Key, err)
+					return fmt.Errorf("memstore: snapshot of key %q: %w", e.Key, err)
 				}
 				buf = appendString(buf, string(state))
 				if _, err := bw.Write(buf); err != nil {
-					return fmt.Errorf("floodgate: writing a snapshot: %w", err)
+					return fmt.Errorf("memstore: writing a snapshot: %w", err)
 				}
 				nKeys++
 			}
@@ -102,10 +102,10 @@ func (m *MemoryStore) WriteSnapshot(w io.Writer, now int64) error {
 	buf = binary.AppendUvarint(buf, nKeys)
 	bw.Write(buf)
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("floodgate: writing a snapshot: %w", err)
+		return fmt.Errorf("memstore: writing a snapshot: %w", err)
 	}
 	if _, err := w.Write(crc.Sum(nil)); err != nil {
-		return fmt.Errorf("floodgate: writing a snapshot: %w", err)
+		return fmt.Errorf("memstore: writing a snapshot: %w", err)
 	}
 	return nil
 }
@@ -133,21 +133,21 @@ func appendString(b []byte, s string) []byte {
 // Tables of policies that no limiter uses any more are restored too; their
 // keys hold memory until a snapshot written after they drain leaves them
 // out.
-func (m *MemoryStore) ReadSnapshot(r io.Reader, now int64) error {
+func (m *Store) ReadSnapshot(r io.Reader, now int64) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return fmt.Errorf("floodgate: reading a snapshot: %w", err)
+		return fmt.Errorf("memstore: reading a snapshot: %w", err)
 	}
 	recs, err := parseSnapshot(data)
 	if err != nil {
-		return fmt.Errorf("floodgate: %w: %w", ErrInvalidSnapshot, err)
+		return fmt.Errorf("memstore: %w: %w", ErrInvalidSnapshot, err)
 	}
 	for _, rt := range recs {
 		tb, err := m.Table(rt.name, rt.policy)
 		if err != nil {
-			return fmt.Errorf("floodgate: restoring table %q: %w", rt.name, err) // not reached: the policy is valid
+			return fmt.Errorf("memstore: restoring table %q: %w", rt.name, err) // not reached: the policy is valid
 		}
-		t := tb.(*memTable)
+		t := tb.(*table)
 		for _, e := range rt.keys {
 			h := t.t.Hash(e.Key)
 			sh := t.t.Shard(h)
@@ -162,7 +162,7 @@ func (m *MemoryStore) ReadSnapshot(r io.Reader, now int64) error {
 // snapshotTable is one table of a parsed snapshot.
 type snapshotTable struct {
 	name   string
-	policy Policy
+	policy algo.Policy
 	keys   []memtable.Entry
 }
 
@@ -190,7 +190,7 @@ func parseSnapshot(data []byte) ([]snapshotTable, error) {
 			if p.err != nil {
 				return nil, p.err
 			}
-			pol, err := ParsePolicy(text)
+			pol, err := algo.ParsePolicy(text)
 			if err != nil {
 				return nil, fmt.Errorf("table %q: %w", name, err)
 			}
@@ -209,7 +209,7 @@ func parseSnapshot(data []byte) ([]snapshotTable, error) {
 			if err := s.UnmarshalBinary([]byte(state)); err != nil {
 				return nil, fmt.Errorf("key %q of table %q: %w", key, t.name, err)
 			}
-			if alg := Algorithm(state[1]); alg != t.policy.Algorithm() {
+			if alg := algo.Algorithm(state[1]); alg != t.policy.Algorithm() {
 				return nil, fmt.Errorf("key %q of table %q: a state of algorithm %d under a %v policy", key, t.name, alg, t.policy.Algorithm())
 			}
 			t.keys = append(t.keys, memtable.Entry{Key: key, State: s})

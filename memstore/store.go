@@ -1,4 +1,4 @@
-package floodgate
+package memstore
 
 import (
 	"cmp"
@@ -13,79 +13,69 @@ import (
 )
 
 // DefaultMaxKeys is the number of keys a memory store holds per limiter
-// when NewMemoryStore is given 0: about 45 MB of token-bucket state (43
+// when New is given 0: about 45 MB of token-bucket state (43
 // bytes a key, measured by the bench module).
 const DefaultMaxKeys = 1 << 20
 
-// memoryShards is the number of shards per table: enough that goroutines
+// shards is the number of shards per table: enough that goroutines
 // on different keys rarely wait for each other.
-const memoryShards = 64
+const shards = 64
 
-// MemoryStore keeps state in this process's memory: the default Store.
-//
-// Deciding on a key it holds allocates nothing and takes one mutex, that
-// of the key's shard. Its memory is bounded: a key whose state has drained
-// is dropped (which changes no decision), and each table (limiter) holds at
-// most maxKeys keys; to make room for a new one a shard evicts, from a
-// sample of its keys, the one whose state drains first, and counts it
-// (MemoryStats.Evictions). Since each of a table's shards holds at most
-// its share of maxKeys, evictions can begin slightly before the table as a
-// whole reaches maxKeys.
-//
-// A MemoryStore is safe for concurrent use. Its state lives as long as the
-// process.
-type MemoryStore struct {
+// Store is a memory store: a store.Store whose tables live in this
+// process, each bounded to maxKeys keys (see the package documentation).
+// Make one with New. A Store is safe for concurrent use.
+type Store struct {
 	maxKeys int
 	mu      sync.Mutex
-	tables  map[memKey]*memTable
+	tables  map[tableKey]*table
 }
 
-type memKey struct {
+type tableKey struct {
 	name string
-	p    Policy
+	p    algo.Policy
 }
 
-// NewMemoryStore returns an empty memory store holding at most maxKeys
-// keys per table; 0 means DefaultMaxKeys.
-func NewMemoryStore(maxKeys int) *MemoryStore {
+// New returns an empty memory store holding at most maxKeys keys per
+// table; 0 (or less) means DefaultMaxKeys.
+func New(maxKeys int) *Store {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	return &MemoryStore{maxKeys: maxKeys, tables: make(map[memKey]*memTable)}
+	return &Store{maxKeys: maxKeys, tables: make(map[tableKey]*table)}
 }
 
-// Table implements Store.
-func (m *MemoryStore) Table(name string, p Policy) (store.Table, error) {
+// Table implements store.Store.
+func (m *Store) Table(name string, p algo.Policy) (store.Table, error) {
 	if p.IsZero() {
-		return nil, fmt.Errorf("floodgate: %w: the zero Policy", ErrInvalidPolicy)
+		return nil, fmt.Errorf("memstore: %w: the zero Policy", algo.ErrInvalidPolicy)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := memKey{name, p}
+	k := tableKey{name, p}
 	t := m.tables[k]
 	if t == nil {
-		t = &memTable{store: m, id: len(m.tables), name: name, t: memtable.New(p, m.maxKeys, memoryShards)}
+		t = &table{store: m, id: len(m.tables), name: name, t: memtable.New(p, m.maxKeys, shards)}
 		m.tables[k] = t
 	}
 	return t, nil
 }
 
-// MemoryStats counts what a memory store holds and dropped.
-type MemoryStats struct {
+// Stats counts what a memory store holds and dropped.
+type Stats struct {
 	Keys      int    // keys held, over all tables
 	Drained   uint64 // keys dropped because their state had drained
 	Evictions uint64 // keys evicted to stay within maxKeys
 }
 
 // Stats returns the store's counts.
-func (m *MemoryStore) Stats() MemoryStats {
+func (m *Store) Stats() Stats {
 	m.mu.Lock()
-	tables := make([]*memTable, 0, len(m.tables))
+	tables := make([]*table, 0, len(m.tables))
 	for _, t := range m.tables {
 		tables = append(tables, t)
 	}
 	m.mu.Unlock()
-	var st MemoryStats
+	var st Stats
 	for _, t := range tables {
 		s := t.t.Stats()
 		st.Keys += s.Keys
@@ -95,29 +85,29 @@ func (m *MemoryStore) Stats() MemoryStats {
 	return st
 }
 
-type memTable struct {
-	store *MemoryStore
+type table struct {
+	store *Store
 	id    int
 	name  string
 	t     *memtable.Table
 }
 
 // policy returns the policy of t, a table of m (store.Check's question).
-func (m *MemoryStore) policy(t store.Table) (*algo.Policy, bool) {
-	mt, ok := t.(*memTable)
+func (m *Store) policy(t store.Table) (*algo.Policy, bool) {
+	mt, ok := t.(*table)
 	if !ok || mt.store != m {
 		return nil, false
 	}
 	return mt.t.Policy(), true
 }
 
-func (t *memTable) Decide(_ context.Context, key string, now, n int64) (algo.Decision, error) {
+func (t *table) Decide(_ context.Context, key string, now, n int64) (algo.Decision, error) {
 	return t.t.Decide(key, now, n)
 }
 
 // ApplyEach implements store.Store: it carries out the ops one after
 // another, each an Apply of its own.
-func (m *MemoryStore) ApplyEach(ctx context.Context, ops []store.Op) error {
+func (m *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	for i := range ops {
 		if err := m.Apply(ctx, ops[i:i+1]); err != nil {
 			return err
@@ -129,28 +119,28 @@ func (m *MemoryStore) ApplyEach(ctx context.Context, ops []store.Op) error {
 // Apply implements store.Store: it locks the shards of every op's key, in one
 // global order (table, then shard), decides, and undoes everything when
 // an OpDecide or OpSchedule is denied or an op fails.
-func (m *MemoryStore) Apply(ctx context.Context, ops []store.Op) error {
+func (m *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := store.Check(ops, m.policy); err != nil {
-		return fmt.Errorf("floodgate: %w", err)
+		return fmt.Errorf("memstore: %w", err)
 	}
 	type lock struct {
-		t     *memTable
+		t     *table
 		shard int
 	}
 	type undo struct {
-		t   *memTable
+		t   *table
 		h   uint64
 		key string
 		s   algo.State
 	}
-	tables := make([]*memTable, len(ops))
+	tables := make([]*table, len(ops))
 	hashes := make([]uint64, len(ops))
 	locks := make([]lock, 0, len(ops))
 	for i := range ops {
-		t := ops[i].Table.(*memTable)
+		t := ops[i].Table.(*table)
 		tables[i], hashes[i] = t, t.t.Hash(ops[i].Key)
 		locks = append(locks, lock{t, t.t.Shard(hashes[i])})
 	}
@@ -185,7 +175,7 @@ func (m *MemoryStore) Apply(ctx context.Context, ops []store.Op) error {
 		ok, err := op.Carry(p, &s)
 		if err != nil {
 			rollback()
-			return fmt.Errorf("floodgate: op %d on %q: %w", i, op.Key, err)
+			return fmt.Errorf("memstore: op %d on %q: %w", i, op.Key, err)
 		}
 		if !ok {
 			denied = true

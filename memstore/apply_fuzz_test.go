@@ -1,9 +1,11 @@
-package floodgate_test
+package memstore_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
@@ -12,7 +14,7 @@ import (
 
 // FuzzMemoryApply decodes the input into batches of ops (decide, schedule,
 // refund, reset) over two tables and three keys, applies them with
-// MemoryStore.Apply, and holds every result to a model built on package
+// Store.Apply, and holds every result to a model built on package
 // algo: each batch applied in order to copies of the states, kept only if
 // no decide or schedule in it was denied.
 func FuzzMemoryApply(f *testing.F) {
@@ -20,7 +22,7 @@ func FuzzMemoryApply(f *testing.F) {
 	f.Add([]byte("\x81\x00\x10\x42\x33\xc4\x05\x96\x07\xf8\x29\x0a\x0b\x0c\x33\x44"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		policies := []floodgate.Policy{floodgate.TokenBucket(3, time.Second, 4), floodgate.SlidingLog(3, time.Second)}
-		mem := floodgate.NewMemoryStore(0)
+		mem := memstore.New(0)
 		tables := make([]store.Table, len(policies))
 		for i, p := range policies {
 			tb, err := mem.Table(fmt.Sprint("t", i), p)
