@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+	"github.com/floodgate/floodgate/storetest"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -14,14 +17,14 @@ import (
 )
 
 // TestAllowEach: each check is decided as its limiter's AllowN would
-// alone, in order, on stores that take them in one step (a FailsafeStore)
+// alone, in order, on stores that take them in one step (a failsafe.Store)
 // and on those that do not (memory); a failing store fails its own checks
 // only; dry run, a cost above the burst and a missing limiter act as in
 // AllowN.
 func TestAllowEach(t *testing.T) {
 	fc := newFake()
-	shared := newFlaky()
-	fs := floodgate.Failsafe(shared, floodgate.FailsafeOptions{Clock: fc})
+	shared := storetest.NewFlaky()
+	fs := newFailsafe(shared, failsafe.Options{Clock: fc})
 	mem := memstore.New(0)
 	// Twins decide the same checks one AllowN at a time.
 	twinShared, twinMem := memstore.New(0), memstore.New(0)
@@ -72,9 +75,9 @@ func TestAllowEach(t *testing.T) {
 	}
 
 	// A failing store fails its checks; the memory store's still decide.
-	shared.down()
+	shared.Fail(errors.New("connection refused"))
 	ds, errs = floodgate.AllowEach(ctx, floodgate.Check{Limiter: user, Key: "u9", N: 1}, floodgate.Check{Limiter: global, Key: "g9", N: 1})
-	if errs == nil || !errors.Is(errs[0], floodgate.ErrStoreUnavailable) || ds[0].Allowed || ds[0].RetryAfter != time.Second ||
+	if errs == nil || !errors.Is(errs[0], failsafe.ErrUnavailable) || ds[0].Allowed || ds[0].RetryAfter != time.Second ||
 		errs[1] != nil || !ds[1].Allowed {
 		t.Fatalf("a failing store: %+v %v", ds, errs)
 	}
@@ -111,4 +114,13 @@ func ExampleAllowEach() {
 	// true 1
 	// true 0
 	// false 0
+}
+
+// newFailsafe is failsafe.New with options that are right.
+func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
+	f, err := failsafe.New(s, o)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

@@ -28,8 +28,4 @@ var (
 	// ErrQueueFull is returned by Wait when the key already has the
 	// limiter's maximum number of waiters (WithMaxQueue).
 	ErrQueueFull = errors.New("wait queue full")
-	// ErrStoreUnavailable is returned by a FailsafeStore in FailClosed
-	// mode while its store is failing, with a denial, wrapping the store's
-	// error too. Nothing is consumed.
-	ErrStoreUnavailable = errors.New("store unavailable")
 )

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -150,7 +152,7 @@ func TestErrors(t *testing.T) {
 	if _, err := noToken.Check(ctx, "global", "k"); !errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("no token: %v", err)
 	}
-	downURL, _ := newServer(t, floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Clock: clock.NewFake(t0)}))
+	downURL, _ := newServer(t, newFailsafe(brokenStore{}, failsafe.Options{Clock: clock.NewFake(t0)}))
 	_, err = newClient(t, downURL).Check(ctx, "global", "k")
 	if !errors.Is(err, client.ErrUnavailable) || !errors.As(err, &e) || e.RetryAfter < time.Second {
 		t.Errorf("a failing store: %v (%+v)", err, e)
@@ -177,3 +179,12 @@ func TestErrors(t *testing.T) {
 }
 
 func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o600) }
+
+// newFailsafe is failsafe.New with options that are right.
+func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
+	f, err := failsafe.New(s, o)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate/internal/redistest"
@@ -664,7 +666,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 5, algorithm: token-bucket, burst: 2}
 `
 	// The memory store, which takes ApplyEach's ops one by one, and Redis,
-	// which takes them in one script call (through a FailsafeStore, as
+	// which takes them in one script call (through a failsafe.Store, as
 	// floodgate serve has it).
 	rs, err := redisstore.New(redistest.NewServer(t).Client(t), redisstore.WithCallerTime())
 	if err != nil {
@@ -672,7 +674,7 @@ descriptors:
 	}
 	for name, store := range map[string]store.Store{
 		"shared": sharedStore{memstore.New(0)},
-		"redis":  floodgate.Failsafe(rs, floodgate.FailsafeOptions{}),
+		"redis":  newFailsafe(rs, failsafe.Options{}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			mem, clk := newService(t, cfg)
@@ -695,4 +697,13 @@ descriptors:
 			}
 		})
 	}
+}
+
+// newFailsafe is failsafe.New with options that are right.
+func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
+	f, err := failsafe.New(s, o)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

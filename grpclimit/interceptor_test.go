@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
@@ -386,10 +388,10 @@ func TestLimiterError(t *testing.T) {
 	}{
 		{"no failsafe", func(*clock.Fake) store.Store { return brokenStore{} }, false, codes.Unavailable, time.Second},
 		{"fail closed", func(fc *clock.Fake) store.Store {
-			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Cooldown: 5 * time.Second, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Cooldown: 5 * time.Second, Clock: fc})
 		}, false, codes.Unavailable, 5 * time.Second},
 		{"fail open", func(fc *clock.Fake) store.Store {
-			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Clock: fc})
 		}, false, codes.OK, -1},
 		{"dry run", func(*clock.Fake) store.Store { return brokenStore{} }, true, codes.OK, -1},
 	} {
@@ -510,4 +512,13 @@ func TestNewPanics(t *testing.T) {
 			f()
 		}()
 	}
+}
+
+// newFailsafe is failsafe.New with options that are right.
+func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
+	f, err := failsafe.New(s, o)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
@@ -64,13 +66,13 @@ func TestStoreFailure(t *testing.T) {
 		{"no failsafe", func(*clock.Fake) store.Store { return brokenStore{} }, false,
 			"503 503 503 503", "1", Stats{Errors: 4}},
 		{"fail closed", func(fc *clock.Fake) store.Store {
-			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailClosed, Cooldown: 5 * time.Second, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailClosed, Cooldown: 5 * time.Second, Clock: fc})
 		}, false, "503 503 503 503", "5", Stats{Errors: 4}},
 		{"fail open", func(fc *clock.Fake) store.Store {
-			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Clock: fc})
 		}, false, "200 200 200 200", "", Stats{}},
 		{"fail local", func(fc *clock.Fake) store.Store {
-			return floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailLocal, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailLocal, Clock: fc})
 		}, false, "200 200 429 429", "60", Stats{Denied: 2}},
 		{"dry run", func(*clock.Fake) store.Store { return brokenStore{} }, true,
 			"200 200 200 200", "", Stats{ServedOnError: 4}},
@@ -120,7 +122,7 @@ func TestStoreFailure(t *testing.T) {
 func TestStoreFailureNewAll(t *testing.T) {
 	fc := clock.NewFake(t0)
 	local := floodgate.NewLimiter(floodgate.FixedWindow(5, time.Minute), floodgate.WithName("local"), floodgate.WithClock(fc))
-	closed := floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Cooldown: 3 * time.Second, Clock: fc})
+	closed := newFailsafe(brokenStore{}, failsafe.Options{Cooldown: 3 * time.Second, Clock: fc})
 	shared := floodgate.NewLimiter(floodgate.FixedWindow(5, time.Minute), floodgate.WithName("shared"),
 		floodgate.WithStore(closed), floodgate.WithClock(fc))
 	m := NewAll([]Limit{{Limiter: local}, {Limiter: shared}}, WithLogger(newDiscardLogger()))
@@ -143,12 +145,12 @@ func newDiscardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // server, and checks each failure mode's answer.
 func TestRedisDown(t *testing.T) {
 	for _, tc := range []struct {
-		mode floodgate.FailMode
+		mode failsafe.Mode
 		want int
 	}{
-		{floodgate.FailClosed, 503},
-		{floodgate.FailOpen, 200},
-		{floodgate.FailLocal, 200},
+		{failsafe.FailClosed, 503},
+		{failsafe.FailOpen, 200},
+		{failsafe.FailLocal, 200},
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			srv := redistest.NewServer(t)
@@ -156,7 +158,7 @@ func TestRedisDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			store := floodgate.Failsafe(rs, floodgate.FailsafeOptions{Mode: tc.mode, Timeout: time.Second})
+			store := newFailsafe(rs, failsafe.Options{Mode: tc.mode, Timeout: time.Second})
 			l := floodgate.NewLimiter(floodgate.FixedWindow(100, time.Hour), floodgate.WithStore(store))
 			m := New(l, WithLogger(newDiscardLogger()))
 			web := server(t, m.Handler(ok))
@@ -176,4 +178,13 @@ func TestRedisDown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newFailsafe is failsafe.New with options that are right.
+func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
+	f, err := failsafe.New(s, o)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

@@ -52,12 +52,12 @@ import (
 //   - Any other key function's error, and a negative cost: 500 Internal
 //     Server Error, logged.
 //   - A limiter's error (its store failing): what the limiter decided
-//     stands, and its failure mode decides that (floodgate.Failsafe). A
+//     stands, and its failure mode decides that (failsafe.New). A
 //     store in FailOpen or FailLocal mode keeps deciding, without errors,
 //     and the middleware sees ordinary decisions. A limiter that admits
 //     with an error (one in dry-run mode) has the request served, without
 //     rate-limit fields. A limiter that denies with an error (FailClosed's
-//     ErrStoreUnavailable, or a store with no failsafe) gets 503 Service
+//     failsafe.ErrUnavailable, or a store with no failsafe) gets 503 Service
 //     Unavailable, with Retry-After: the time until the store is tried
 //     again, or 1 second if the limiter does not say. It is logged.
 //

@@ -105,7 +105,7 @@ func WithOnLimited(f func(r *http.Request, d floodgate.Decision)) Option {
 // WithErrorHandler answers the requests that the middleware cannot decide
 // with f instead of the default response (see Middleware): those whose key
 // function failed and those whose limiter failed. The error may wrap
-// ErrNoKey, floodgate.ErrStoreUnavailable and so on. f writes the response.
+// ErrNoKey, failsafe.ErrUnavailable and so on. f writes the response.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	return optionFunc(func(c *config) { c.onError = f })
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+	"github.com/floodgate/floodgate/store"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/redistest"
@@ -16,12 +19,12 @@ import (
 )
 
 // Redis is killed in the middle of a load of 16 goroutines and started
-// again. Under each failure mode of floodgate.Failsafe the limiter does
+// again. Under each failure mode of failsafe.New the limiter does
 // what the mode says while Redis is down, never admits more than the
 // policy allows unless the mode is FailOpen, and goes back to Redis by
 // itself once it answers; no goroutine is left behind.
 func TestKillRedisMidLoad(t *testing.T) {
-	for _, mode := range []floodgate.FailMode{floodgate.FailClosed, floodgate.FailOpen, floodgate.FailLocal} {
+	for _, mode := range []failsafe.Mode{failsafe.FailClosed, failsafe.FailOpen, failsafe.FailLocal} {
 		t.Run(mode.String(), func(t *testing.T) {
 			srv := redistest.NewServer(t)
 			before := runtime.NumGoroutine() // with the server's own, which end with it
@@ -32,7 +35,7 @@ func TestKillRedisMidLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			fake := clock.NewFake(time.Unix(1795305600, 0))
-			fs := floodgate.Failsafe(s, floodgate.FailsafeOptions{Mode: mode, Timeout: time.Second, Cooldown: time.Second, Clock: fake})
+			fs := newFailsafe(s, failsafe.Options{Mode: mode, Timeout: time.Second, Cooldown: time.Second, Clock: fake})
 			const limit = 100
 			l := floodgate.NewLimiter(floodgate.MustParsePolicy("sliding-log 100/1h"), floodgate.WithStore(fs))
 
@@ -46,7 +49,7 @@ func TestKillRedisMidLoad(t *testing.T) {
 						for range 20 {
 							d, err := l.Allow(ctx, "hot")
 							switch {
-							case errors.Is(err, floodgate.ErrStoreUnavailable):
+							case errors.Is(err, failsafe.ErrUnavailable):
 								n.unavailable.Add(1)
 							case err != nil:
 								n.other.Add(1)
@@ -74,15 +77,15 @@ func TestKillRedisMidLoad(t *testing.T) {
 				t.Errorf("after the kill: stats %+v, want down with failures", st)
 			}
 			switch mode {
-			case floodgate.FailClosed:
+			case failsafe.FailClosed:
 				if down.admitted.Load() != 0 || down.unavailable.Load() != 320 {
 					t.Errorf("closed: %d admitted, %d unavailable of 320 while down", down.admitted.Load(), down.unavailable.Load())
 				}
-			case floodgate.FailOpen:
+			case failsafe.FailOpen:
 				if down.admitted.Load() != 320 || st.Open == 0 {
 					t.Errorf("open: %d of 320 admitted while down; stats %+v", down.admitted.Load(), st)
 				}
-			case floodgate.FailLocal:
+			case failsafe.FailLocal:
 				// The local store has its own limit: exactly 100 more.
 				if down.admitted.Load() != limit || st.Local == 0 {
 					t.Errorf("local: %d admitted while down, want %d; stats %+v", down.admitted.Load(), limit, st)
@@ -93,7 +96,7 @@ func TestKillRedisMidLoad(t *testing.T) {
 			// cooldown has not passed, so nothing reaches it yet: the mode
 			// still decides (the local store has spent its limit).
 			srv.Restart(t)
-			wait := map[floodgate.FailMode][2]int64{floodgate.FailClosed: {0, 320}, floodgate.FailOpen: {320, 0}, floodgate.FailLocal: {0, 0}}[mode]
+			wait := map[failsafe.Mode][2]int64{failsafe.FailClosed: {0, 320}, failsafe.FailOpen: {320, 0}, failsafe.FailLocal: {0, 0}}[mode]
 			if n := phase(); n.admitted.Load() != wait[0] || n.unavailable.Load() != wait[1] {
 				t.Errorf("within the cooldown: %d admitted, %d unavailable; want %d and %d", n.admitted.Load(), n.unavailable.Load(), wait[0], wait[1])
 			}
@@ -123,4 +126,13 @@ func TestKillRedisMidLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newFailsafe is failsafe.New with options that are right.
+func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
+	f, err := failsafe.New(s, o)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

@@ -100,7 +100,7 @@ func WithMaxInFlight(n int) Option {
 
 // WithMaxPending bounds how many calls may wait for a batch (default
 // 10,000). One more fails at once with ErrOverloaded, which a
-// floodgate.Failsafe store treats as Redis failing.
+// failsafe.New store treats as Redis failing.
 func WithMaxPending(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate"
 	"gopkg.in/yaml.v3"
 )
@@ -120,7 +122,7 @@ type TLSConfig struct {
 type StoreConfig struct {
 	// FailMode is what a shared store (file, Redis) does while it fails:
 	// "closed" (the default: deny, and answer 503), "open" (admit) or
-	// "local" (decide in this process's memory); see floodgate.FailMode.
+	// "local" (decide in this process's memory); see failsafe.Mode.
 	FailMode string `yaml:"fail_mode"`
 	// Timeout bounds each call to a shared store: a call that takes
 	// longer fails (and the failure mode decides). 0 means
@@ -264,14 +266,14 @@ func (c *Config) check() error {
 }
 
 // failMode returns the store's failure mode.
-func (c *Config) failMode() (floodgate.FailMode, error) {
+func (c *Config) failMode() (failsafe.Mode, error) {
 	switch c.Store.FailMode {
 	case "", "closed":
-		return floodgate.FailClosed, nil
+		return failsafe.FailClosed, nil
 	case "open":
-		return floodgate.FailOpen, nil
+		return failsafe.FailOpen, nil
 	case "local":
-		return floodgate.FailLocal, nil
+		return failsafe.FailLocal, nil
 	}
 	return 0, fmt.Errorf("%w: store.fail_mode %q: want closed, open or local", ErrInvalidConfig, c.Store.FailMode)
 }

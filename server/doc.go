@@ -27,7 +27,7 @@
 // endpoints (OpsHandler: Prometheus metrics, health, readiness, pprof),
 // bearer-token authentication and configurations replaced while serving
 // (SetConfig). Run wires everything as the serve command runs it: the
-// store by URL, wrapped in a floodgate.FailsafeStore unless it is the
+// store by URL, wrapped in a failsafe.Store unless it is the
 // memory store; Envoy's rate-limit service (package envoyrls) over gRPC and
 // at POST /json; TLS on both APIs; reloads when a configuration file
 // changes or on a signal, where an invalid configuration is logged and the

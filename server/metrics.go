@@ -1,8 +1,8 @@
 package server
 
 import (
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/envoyrls"
+	"github.com/floodgate/floodgate/failsafe"
 	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,7 +100,7 @@ var (
 // storeCollector reads a store's counts at each scrape.
 type storeCollector struct {
 	store store.Store
-	local *memstore.Store // the FailsafeStore's, or nil
+	local *memstore.Store // the failsafe store's, or nil
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -117,7 +117,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	switch s := c.store.(type) {
 	case *memstore.Store:
 		mem("main", s)
-	case *floodgate.FailsafeStore:
+	case *failsafe.Store:
 		st := s.Stats()
 		down := 0.0
 		if st.Down {

@@ -56,7 +56,7 @@ type readyError string
 func (e readyError) Error() string { return string(e) }
 
 // Ready returns nil when the Server is ready to decide: not shutting down,
-// and its store (unwrapped from a FailsafeStore, whose failure mode would
+// and its store (unwrapped from a failsafe.Store, whose failure mode would
 // answer for it) answers a peek within a second.
 func (s *Server) Ready(ctx context.Context) error {
 	if !s.ready.Load() {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -32,7 +34,7 @@ type Server struct {
 	token   string // from the environment, when the configuration names no token file
 	metrics *metrics
 	envoy   http.Handler    // Envoy's POST /json, or nil
-	local   *memstore.Store // the FailsafeStore's local store, for metrics, or nil
+	local   *memstore.Store // the failsafe store's local store, for metrics, or nil
 
 	cur   atomic.Pointer[live]
 	ready atomic.Bool
@@ -77,7 +79,7 @@ func WithEnvoyJSON(h http.Handler) Option { return optionFunc(func(s *Server) { 
 // reloads.
 func withMetrics(m *metrics) Option { return optionFunc(func(s *Server) { s.metrics = m }) }
 
-// withFallback names the local store of store's FailsafeStore, for its
+// withFallback names the local store of store's failsafe.Store, for its
 // metrics.
 func withFallback(m *memstore.Store) Option {
 	return optionFunc(func(s *Server) { s.local = m })
@@ -98,7 +100,7 @@ func New(store store.Store, cfg *Config, opts ...Option) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = newMetrics(prometheus.NewRegistry())
 	}
-	if f, ok := store.(*floodgate.FailsafeStore); ok {
+	if f, ok := store.(*failsafe.Store); ok {
 		s.probe = f.Unwrap()
 	}
 	if cfg == nil {

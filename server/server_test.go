@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -363,7 +365,7 @@ func (brokenTable) Decide(context.Context, string, int64, int64) (algo.Decision,
 // ready; failing open admits.
 func TestStoreFailure(t *testing.T) {
 	clk := clock.NewFake(t0)
-	closed := newTestServerOn(t, floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Clock: clk}), "")
+	closed := newTestServerOn(t, newFailsafe(brokenStore{}, failsafe.Options{Clock: clk}), "")
 	for _, body := range []string{`{"policy":"default","key":"k"}`, `{"checks":[{"policy":"default","key":"k"}]}`, `{"mode":"each","checks":[{"policy":"default","key":"k"}]}`} {
 		a := closed.check(t, body)
 		if a.code != http.StatusServiceUnavailable || a.hdr.Get("Retry-After") == "" || !strings.Contains(a.body, "store is unavailable") || strings.Contains(a.body, "refused") {
@@ -379,7 +381,7 @@ func TestStoreFailure(t *testing.T) {
 	if got := testutil.ToFloat64(closed.metrics.storeErrors.WithLabelValues("default")); got != 4 {
 		t.Errorf("floodgate_store_errors_total = %v, want 4", got)
 	}
-	open := newTestServerOn(t, floodgate.Failsafe(brokenStore{}, floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Clock: clk}), "")
+	open := newTestServerOn(t, newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Clock: clk}), "")
 	if a := open.check(t, `{"policy":"default","key":"k"}`); a.code != 200 || a.json["allowed"] != true {
 		t.Errorf("failing open: %d %s", a.code, a.body)
 	}
@@ -621,4 +623,13 @@ func Example_config() {
 	// Output:
 	// api token-bucket 100/1m burst=20
 	// login sliding-log 5/1m
+}
+
+// newFailsafe is failsafe.New with options that are right.
+func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
+	f, err := failsafe.New(s, o)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }

@@ -7,9 +7,10 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/storeurl"
 )
 
@@ -23,7 +24,7 @@ func storeName(url string) string {
 }
 
 // openStore opens the store that Options.Store names: the memory store
-// itself, or another wrapped in a FailsafeStore with the configuration's
+// itself, or another wrapped in a failsafe.Store with the configuration's
 // failure mode (and its local store, for FailLocal). It is the one
 // function that makes the stores Run decides on.
 func (in *instance) openStore() error {
@@ -42,13 +43,17 @@ func (in *instance) openStore() error {
 	if strings.HasPrefix(url, "file:") {
 		timeout = DefaultFileStoreTimeout // a transaction waits for the disk (fsync) and for other processes
 	}
-	fo := floodgate.FailsafeOptions{Mode: mode, Timeout: cmp.Or(cfg.Store.Timeout, timeout), Logger: in.log.With("store", storeName(url))}
-	if mode == floodgate.FailLocal {
+	fo := failsafe.Options{Mode: mode, Timeout: cmp.Or(cfg.Store.Timeout, timeout), Logger: in.log.With("store", storeName(url))}
+	if mode == failsafe.FailLocal {
 		in.local = memstore.New(cfg.Store.MaxKeys)
 		fo.Local = in.local
 	}
-	in.store = floodgate.Failsafe(s, fo)
 	in.closeStore = func() { closeQuietly(closer, in.log) }
+	fs, err := failsafe.New(s, fo)
+	if err != nil {
+		return fmt.Errorf("--store: %w", err)
+	}
+	in.store = fs
 	return nil
 }
 

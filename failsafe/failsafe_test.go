@@ -1,4 +1,4 @@
-package floodgate_test
+package failsafe_test
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/failsafe"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -20,58 +22,39 @@ import (
 	"github.com/floodgate/floodgate/storetest"
 )
 
+var ctx = context.Background()
+
+// epoch is the fake clocks' start: 2026-11-22 00:00 UTC.
+var epoch = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+func newFake() *clock.Fake { return clock.NewFake(epoch) }
+
+func mustAllow(t *testing.T, l *floodgate.Limiter, key string, n int64) floodgate.Decision {
+	t.Helper()
+	d, err := l.AllowN(ctx, key, n)
+	if err != nil {
+		t.Fatalf("AllowN(%q, %d): %v", key, n, err)
+	}
+	return d
+}
+
+// newFailsafe is failsafe.New for options that are right.
+func newFailsafe(t *testing.T, s store.Store, o failsafe.Options) *failsafe.Store {
+	t.Helper()
+	f, err := failsafe.New(s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // errRefused is the failing shared store's error.
 var errRefused = errors.New("connection refused")
 
-// flakyStore stands for a shared store (Redis, a file) that fails on
-// demand: a memory store behind a hook that every call passes first. Its
-// tables refuse keys holding a NUL byte before calling out, as a real
-// store checks its input before the network.
-type flakyStore struct {
-	mem   *memstore.Store
-	calls atomic.Int64 // calls that reached the hook: tried to call out
-	hook  atomic.Pointer[func(ctx context.Context, key string) error]
-}
-
-func newFlaky() *flakyStore { return &flakyStore{mem: memstore.New(0)} }
-
-// set makes every call run h first and fail with its error; nil heals.
-func (s *flakyStore) set(h func(ctx context.Context, key string) error) {
-	if h == nil {
-		s.hook.Store(nil)
-		return
-	}
-	s.hook.Store(&h)
-}
-
-func (s *flakyStore) down() { s.set(func(context.Context, string) error { return errRefused }) }
-func (s *flakyStore) heal() { s.set(nil) }
-
-// hang makes every call block until its context is done.
-func (s *flakyStore) hang() {
-	s.set(func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() })
-}
-
-func checkKey(key string) error {
-	if strings.ContainsRune(key, 0) {
-		return fmt.Errorf("flaky: %w: NUL in %q", store.ErrInvalidKey, key)
-	}
-	return nil
-}
-
-// enter is a call going out: it counts, and passes the hook.
-func (s *flakyStore) enter(ctx context.Context, key string) error {
-	s.calls.Add(1)
-	if h := s.hook.Load(); h != nil {
-		return (*h)(ctx, key)
-	}
-	return nil
-}
-
-// remaining peeks at key in the shared state, bypassing the hook.
-func (s *flakyStore) remaining(t *testing.T, name string, p floodgate.Policy, key string, now time.Time) int64 {
+// remaining peeks at key in s's state, bypassing its hook.
+func remaining(t *testing.T, s *storetest.Flaky, name string, p algo.Policy, key string, now time.Time) int64 {
 	t.Helper()
-	return peekStore(t, s.mem, name, p, key, now)
+	return peekStore(t, s.Inner(), name, p, key, now)
 }
 
 func peekStore(t *testing.T, s store.Store, name string, p floodgate.Policy, key string, now time.Time) int64 {
@@ -87,82 +70,22 @@ func peekStore(t *testing.T, s store.Store, name string, p floodgate.Policy, key
 	return d.Remaining
 }
 
-type flakyTable struct {
-	s     *flakyStore
-	inner store.Table
-}
-
-func (s *flakyStore) Table(name string, p floodgate.Policy) (store.Table, error) {
-	t, err := s.mem.Table(name, p)
-	if err != nil {
-		return nil, err
-	}
-	return flakyTable{s, t}, nil
-}
-
-func (t flakyTable) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
-	if err := checkKey(key); err != nil {
-		return algo.Decision{}, err
-	}
-	if err := t.s.enter(ctx, key); err != nil {
-		return algo.Decision{}, err
-	}
-	return t.inner.Decide(ctx, key, now, n)
-}
-
-// ApplyEach is Apply op by op.
-func (s *flakyStore) ApplyEach(ctx context.Context, ops []store.Op) error {
-	for i := range ops {
-		if err := s.Apply(ctx, ops[i:i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *flakyStore) Apply(ctx context.Context, ops []store.Op) error {
-	inner := make([]store.Op, len(ops))
-	for i, op := range ops {
-		t, ok := op.Table.(flakyTable)
-		if !ok || t.s != s {
-			return fmt.Errorf("flaky: op %d: %w", i, store.ErrForeignTable)
-		}
-		if err := checkKey(op.Key); err != nil {
-			return err
-		}
-		op.Table = t.inner
-		inner[i] = op
-	}
-	if len(ops) > 0 {
-		if err := s.enter(ctx, ops[0].Key); err != nil {
-			return err
-		}
-	}
-	if err := s.mem.Apply(ctx, inner); err != nil {
-		return err
-	}
-	for i := range ops {
-		ops[i].Result = inner[i].Result
-	}
-	return nil
-}
-
-// failsafeCase is a FailsafeStore on a flakyStore, with a limiter named
+// failsafeCase is a failsafe.Store on a storetest.Flaky, with a limiter named
 // "api" on it, all on one fake clock.
 type failsafeCase struct {
 	fc     *clock.Fake
-	shared *flakyStore
+	shared *storetest.Flaky
 	local  *memstore.Store
-	fs     *floodgate.FailsafeStore
+	fs     *failsafe.Store
 	p      floodgate.Policy
 	l      *floodgate.Limiter
 }
 
-func newFailsafeCase(t *testing.T, p floodgate.Policy, o floodgate.FailsafeOptions) *failsafeCase {
+func newFailsafeCase(t *testing.T, p floodgate.Policy, o failsafe.Options) *failsafeCase {
 	t.Helper()
-	c := &failsafeCase{fc: newFake(), shared: newFlaky(), local: memstore.New(0), p: p}
+	c := &failsafeCase{fc: newFake(), shared: storetest.NewFlaky(), local: memstore.New(0), p: p}
 	o.Clock, o.Local = c.fc, c.local
-	c.fs = floodgate.Failsafe(c.shared, o)
+	c.fs = newFailsafe(t, c.shared, o)
 	c.l = floodgate.NewLimiter(p, floodgate.WithStore(c.fs), floodgate.WithClock(c.fc), floodgate.WithName("api"))
 	return c
 }
@@ -180,7 +103,7 @@ func (c *failsafeCase) table(t *testing.T, name string, p floodgate.Policy) stor
 // trip makes the shared store fail and one call find out.
 func (c *failsafeCase) trip(t *testing.T) {
 	t.Helper()
-	c.shared.down()
+	c.shared.Fail(errRefused)
 	c.l.Allow(ctx, "trip")
 	if !c.fs.Stats().Down {
 		t.Fatal("the store is not down after a failed call")
@@ -190,7 +113,7 @@ func (c *failsafeCase) trip(t *testing.T) {
 // recover heals the shared store and lets the next probe through.
 func (c *failsafeCase) recover(t *testing.T, cooldown time.Duration) {
 	t.Helper()
-	c.shared.heal()
+	c.shared.Heal()
 	c.fc.Advance(cooldown)
 	c.l.Allow(ctx, "probe")
 	if c.fs.Stats().Down {
@@ -198,7 +121,7 @@ func (c *failsafeCase) recover(t *testing.T, cooldown time.Duration) {
 	}
 }
 
-var failModes = []floodgate.FailMode{floodgate.FailClosed, floodgate.FailOpen, floodgate.FailLocal}
+var failModes = []failsafe.Mode{failsafe.FailClosed, failsafe.FailOpen, failsafe.FailLocal}
 
 // TestFailsafeModes: what each mode decides, and counts, while the store
 // is down; FailLocal decides on the local table of the same name and
@@ -207,19 +130,19 @@ func TestFailsafeModes(t *testing.T) {
 	p := floodgate.TokenBucket(3, time.Second, 3)
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: mode})
+			c := newFailsafeCase(t, p, failsafe.Options{Mode: mode})
 			if d := mustAllow(t, c.l, "k", 1); !d.Allowed || d.Remaining != 2 {
 				t.Fatalf("while up: %+v", d)
 			}
-			c.shared.down()
+			c.shared.Fail(errRefused)
 			var got []string
 			for i := range 5 {
 				d, err := c.l.Allow(ctx, "k")
 				got = append(got, fmt.Sprintf("%v %d %v", d.Allowed, d.Remaining, d.RetryAfter))
 				switch mode {
-				case floodgate.FailClosed:
-					if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, errRefused) {
-						t.Fatalf("request %d: %v, want ErrStoreUnavailable wrapping the store's error", i, err)
+				case failsafe.FailClosed:
+					if !errors.Is(err, failsafe.ErrUnavailable) || !errors.Is(err, errRefused) {
+						t.Fatalf("request %d: %v, want ErrUnavailable wrapping the store's error", i, err)
 					}
 				default:
 					if err != nil {
@@ -227,44 +150,44 @@ func TestFailsafeModes(t *testing.T) {
 					}
 				}
 			}
-			want := map[floodgate.FailMode]string{
+			want := map[failsafe.Mode]string{
 				// The cooldown (1s) is the wait until the store is tried again.
-				floodgate.FailClosed: "false 0 1s|false 0 1s|false 0 1s|false 0 1s|false 0 1s",
-				floodgate.FailOpen:   "true 0 0s|true 0 0s|true 0 0s|true 0 0s|true 0 0s",
+				failsafe.FailClosed: "false 0 1s|false 0 1s|false 0 1s|false 0 1s|false 0 1s",
+				failsafe.FailOpen:   "true 0 0s|true 0 0s|true 0 0s|true 0 0s|true 0 0s",
 				// A fresh local bucket of 3.
-				floodgate.FailLocal: "true 2 0s|true 1 0s|true 0 0s|false 0 333.333334ms|false 0 333.333334ms",
+				failsafe.FailLocal: "true 2 0s|true 1 0s|true 0 0s|false 0 333.333334ms|false 0 333.333334ms",
 			}[mode]
 			if g := strings.Join(got, "|"); g != want {
 				t.Fatalf("decisions while down:\n got %s\nwant %s", g, want)
 			}
-			if n := c.shared.calls.Load(); n != 2 {
+			if n := c.shared.Calls(); n != 2 {
 				t.Fatalf("%d calls reached the store, want 2: the one up and the one that failed", n)
 			}
-			if r := c.shared.remaining(t, "api", p, "k", c.fc.Now()); r != 2 {
+			if r := remaining(t, c.shared, "api", p, "k", c.fc.Now()); r != 2 {
 				t.Fatalf("the shared state changed while down: %d remaining", r)
 			}
-			if r := peekStore(t, c.local, "api", p, "k", c.fc.Now()); mode == floodgate.FailLocal && r != 0 {
+			if r := peekStore(t, c.local, "api", p, "k", c.fc.Now()); mode == failsafe.FailLocal && r != 0 {
 				t.Fatalf("the local table %q %v has %d remaining, want 0: not the one that decided", "api", p, r)
 			}
 			c.fc.Advance(400 * time.Millisecond)
 			d, _ := c.l.Allow(ctx, "k")
-			if mode == floodgate.FailClosed && d.RetryAfter != 600*time.Millisecond {
+			if mode == failsafe.FailClosed && d.RetryAfter != 600*time.Millisecond {
 				t.Fatalf("400ms into the cooldown: RetryAfter %v, want 600ms", d.RetryAfter)
 			}
 			st := c.fs.Stats()
-			wantSt := floodgate.FailsafeStats{Down: true, Failures: 1}
+			wantSt := failsafe.Stats{Down: true, Failures: 1}
 			switch mode {
-			case floodgate.FailClosed:
+			case failsafe.FailClosed:
 				wantSt.Closed = 6
-			case floodgate.FailOpen:
+			case failsafe.FailOpen:
 				wantSt.Open = 6
-			case floodgate.FailLocal:
+			case failsafe.FailLocal:
 				wantSt.Local = 6
 			}
 			if st != wantSt {
 				t.Fatalf("Stats %+v, want %+v", st, wantSt)
 			}
-			if mode == floodgate.FailClosed && c.l.Stats().Errors != 6 {
+			if mode == failsafe.FailClosed && c.l.Stats().Errors != 6 {
 				t.Fatalf("the limiter counted %d errors, want 6", c.l.Stats().Errors)
 			}
 		})
@@ -277,7 +200,7 @@ func TestFailsafeBadInput(t *testing.T) {
 	p := floodgate.TokenBucket(3, time.Second, 3)
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: mode})
+			c := newFailsafeCase(t, p, failsafe.Options{Mode: mode})
 			tb := c.table(t, "api", p)
 			now := c.fc.Now().UnixNano()
 			check := func(state string, keyChecked bool) {
@@ -312,7 +235,7 @@ func TestFailsafeBadInput(t *testing.T) {
 				}
 			}
 			check("up", true)
-			if st := c.fs.Stats(); st != (floodgate.FailsafeStats{}) {
+			if st := c.fs.Stats(); st != (failsafe.Stats{}) {
 				t.Fatalf("bad input while up counted: %+v", st)
 			}
 			c.trip(t)
@@ -325,7 +248,7 @@ func TestFailsafeBadInput(t *testing.T) {
 
 			// A probe that meets bad input tells nothing: the store stays
 			// down and the next call probes at once.
-			c.shared.heal()
+			c.shared.Heal()
 			c.fc.Advance(time.Second)
 			if _, err := tb.Decide(ctx, "k\x00", c.fc.Now().UnixNano(), 1); !errors.Is(err, store.ErrInvalidKey) {
 				t.Fatalf("a probe with a key the store refuses: %v", err)
@@ -349,20 +272,20 @@ func TestFailsafeBadInput(t *testing.T) {
 func TestFailsafeRecovery(t *testing.T) {
 	var logs bytes.Buffer
 	p := floodgate.SlidingLog(1000, time.Minute)
-	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: floodgate.FailOpen,
+	c := newFailsafeCase(t, p, failsafe.Options{Mode: failsafe.FailOpen,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: dropTime}))})
 	mustAllow(t, c.l, "k", 1)
-	c.shared.down()
+	c.shared.Fail(errRefused)
 	for range 100 {
 		if d := mustAllow(t, c.l, "k", 1); !d.Allowed {
 			t.Fatal("FailOpen denied")
 		}
 		c.fc.Advance(9 * time.Millisecond) // 900ms in all
 	}
-	c.shared.heal()
+	c.shared.Heal()
 	c.fc.Advance(99 * time.Millisecond) // 999ms
 	mustAllow(t, c.l, "k", 1)
-	if n := c.shared.calls.Load(); n != 2 {
+	if n := c.shared.Calls(); n != 2 {
 		t.Fatalf("%d calls reached the store before the cooldown passed, want 2", n)
 	}
 	c.fc.Advance(time.Millisecond)
@@ -374,21 +297,21 @@ func TestFailsafeRecovery(t *testing.T) {
 	if _, err := c.l.AllowN(ctx, "k", 1001); !errors.Is(err, floodgate.ErrCostExceedsBurst) {
 		t.Fatalf("a cost above the burst while down: %v", err)
 	}
-	if st := c.fs.Stats(); !st.Down || c.shared.calls.Load() != 2 {
-		t.Fatalf("an empty batch or a cost above the burst probed: %+v, %d calls", st, c.shared.calls.Load())
+	if st := c.fs.Stats(); !st.Down || c.shared.Calls() != 2 {
+		t.Fatalf("an empty batch or a cost above the burst probed: %+v, %d calls", st, c.shared.Calls())
 	}
 	d := mustAllow(t, c.l, "k", 1)
-	if n := c.shared.calls.Load(); n != 3 || d.Remaining != 998 {
+	if n := c.shared.Calls(); n != 3 || d.Remaining != 998 {
 		t.Fatalf("the probe: %d calls, %+v; want the store's decision (998 left: 2 admitted by the store)", n, d)
 	}
 	st := c.fs.Stats()
-	if want := (floodgate.FailsafeStats{Failures: 1, Open: 101, Recoveries: 1}); st != want {
+	if want := (failsafe.Stats{Failures: 1, Open: 101, Recoveries: 1}); st != want {
 		t.Fatalf("Stats %+v, want %+v", st, want)
 	}
 	for range 10 {
 		mustAllow(t, c.l, "k", 1)
 	}
-	if n := c.shared.calls.Load(); n != 13 {
+	if n := c.shared.Calls(); n != 13 {
 		t.Fatalf("%d calls reached the store, want every call once it is up", n)
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
@@ -411,17 +334,17 @@ func dropTime(_ []string, a slog.Attr) slog.Attr {
 // time until the next probe.
 func TestFailsafeCooldownDoubling(t *testing.T) {
 	p := floodgate.FixedWindow(10, time.Minute)
-	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Cooldown: time.Second, MaxCooldown: 4 * time.Second})
-	c.shared.down()
+	c := newFailsafeCase(t, p, failsafe.Options{Cooldown: time.Second, MaxCooldown: 4 * time.Second})
+	c.shared.Fail(errRefused)
 	at := func(d time.Duration) (floodgate.Decision, int64) {
 		t.Helper()
 		c.fc.Set(epoch.Add(d))
-		before := c.shared.calls.Load()
+		before := c.shared.Calls()
 		dec, err := c.l.Allow(ctx, "k")
-		if dec.Allowed || !errors.Is(err, floodgate.ErrStoreUnavailable) {
+		if dec.Allowed || !errors.Is(err, failsafe.ErrUnavailable) {
 			t.Fatalf("at %v: %+v, %v", d, dec, err)
 		}
-		return dec, c.shared.calls.Load() - before
+		return dec, c.shared.Calls() - before
 	}
 	if d, calls := at(0); calls != 1 || d.RetryAfter != time.Second {
 		t.Fatalf("the first failure: %d calls, RetryAfter %v", calls, d.RetryAfter)
@@ -439,12 +362,12 @@ func TestFailsafeCooldownDoubling(t *testing.T) {
 			t.Fatalf("the probe at %v: %d calls, RetryAfter %v, want 1 call and %v", probe.at, calls, d.RetryAfter, probe.next)
 		}
 	}
-	c.shared.heal()
+	c.shared.Heal()
 	c.fc.Set(epoch.Add(15 * time.Second))
 	if d := mustAllow(t, c.l, "k", 1); !d.Allowed {
 		t.Fatalf("the probe at 15s: %+v", d)
 	}
-	c.shared.down()
+	c.shared.Fail(errRefused)
 	if d, calls := at(16 * time.Second); calls != 1 || d.RetryAfter != time.Second {
 		t.Fatalf("a failure after the recovery: %d calls, RetryAfter %v, want the cooldown back to 1s", calls, d.RetryAfter)
 	}
@@ -458,14 +381,14 @@ func TestFailsafeCooldownDoubling(t *testing.T) {
 // retry after the Timeout, within which the probe's outcome is known.
 func TestFailsafeOneProbe(t *testing.T) {
 	p := floodgate.TokenBucket(1000, time.Second, 1000)
-	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Timeout: time.Minute})
+	c := newFailsafeCase(t, p, failsafe.Options{Timeout: time.Minute})
 	c.trip(t)
 	c.fc.Advance(time.Second)
 	// The first call in waits for release; any other returns at once, so
 	// that a second probe fails the test instead of hanging it.
 	var in atomic.Int64
 	entered, release := make(chan struct{}), make(chan struct{})
-	c.shared.set(func(context.Context, string) error {
+	c.shared.Set(func(context.Context, string) error {
 		if in.Add(1) == 1 {
 			close(entered)
 			<-release
@@ -487,11 +410,11 @@ func TestFailsafeOneProbe(t *testing.T) {
 	<-entered
 	for range n - 1 {
 		r := <-results
-		if r.d.Allowed || r.d.RetryAfter != time.Minute || !errors.Is(r.err, floodgate.ErrStoreUnavailable) {
+		if r.d.Allowed || r.d.RetryAfter != time.Minute || !errors.Is(r.err, failsafe.ErrUnavailable) {
 			t.Fatalf("a call during the probe: %+v, %v; want a denial with RetryAfter the Timeout", r.d, r.err)
 		}
 	}
-	if calls := c.shared.calls.Load(); calls != 2 {
+	if calls := c.shared.Calls(); calls != 2 {
 		t.Fatalf("%d calls reached the store, want 2: the failure and one probe", calls)
 	}
 	close(release)
@@ -508,8 +431,8 @@ func TestFailsafeOneProbe(t *testing.T) {
 func TestFailsafeTimeout(t *testing.T) {
 	p := floodgate.TokenBucket(10, time.Second, 10)
 	t.Run("timeout", func(t *testing.T) {
-		c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Timeout: time.Millisecond})
-		c.shared.hang()
+		c := newFailsafeCase(t, p, failsafe.Options{Mode: failsafe.FailOpen, Timeout: time.Millisecond})
+		c.shared.Hang()
 		if d := mustAllow(t, c.l, "k", 1); !d.Allowed {
 			t.Fatalf("Allow after the Timeout: %+v", d)
 		}
@@ -526,9 +449,9 @@ func TestFailsafeTimeout(t *testing.T) {
 		}
 	})
 	t.Run("caller-cancels", func(t *testing.T) {
-		c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Timeout: time.Minute})
+		c := newFailsafeCase(t, p, failsafe.Options{Timeout: time.Minute})
 		entered := make(chan struct{}, 1)
-		c.shared.set(func(ctx context.Context, _ string) error {
+		c.shared.Set(func(ctx context.Context, _ string) error {
 			entered <- struct{}{}
 			<-ctx.Done()
 			return ctx.Err()
@@ -547,27 +470,27 @@ func TestFailsafeTimeout(t *testing.T) {
 		if _, err := c.l.Reserve(cctx, "k", 1); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Apply with a cancelled context: %v", err)
 		}
-		if st := c.fs.Stats(); st != (floodgate.FailsafeStats{}) {
+		if st := c.fs.Stats(); st != (failsafe.Stats{}) {
 			t.Fatalf("the caller's cancellation counted: %+v", st)
 		}
 	})
 	t.Run("caller-deadline", func(t *testing.T) {
-		c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Timeout: time.Minute})
-		c.shared.hang()
+		c := newFailsafeCase(t, p, failsafe.Options{Timeout: time.Minute})
+		c.shared.Hang()
 		dctx, cancel := context.WithTimeout(ctx, time.Millisecond)
 		defer cancel()
 		if _, err := c.l.Allow(dctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("a call past the caller's deadline: %v", err)
 		}
-		if st := c.fs.Stats(); st != (floodgate.FailsafeStats{}) {
+		if st := c.fs.Stats(); st != (failsafe.Stats{}) {
 			t.Fatalf("the caller's deadline counted: %+v", st)
 		}
 	})
 	t.Run("probe-cancelled", func(t *testing.T) {
-		c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Timeout: time.Minute})
+		c := newFailsafeCase(t, p, failsafe.Options{Timeout: time.Minute})
 		c.trip(t)
 		c.fc.Advance(time.Second)
-		c.shared.hang()
+		c.shared.Hang()
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		if _, err := c.l.Allow(cctx, "k"); !errors.Is(err, context.Canceled) {
@@ -576,7 +499,7 @@ func TestFailsafeTimeout(t *testing.T) {
 		if st := c.fs.Stats(); !st.Down || st.Failures != 1 {
 			t.Fatalf("a cancelled probe changed the state: %+v", st)
 		}
-		c.shared.heal()
+		c.shared.Heal()
 		if d := mustAllow(t, c.l, "k", 1); !d.Allowed || c.fs.Stats().Down {
 			t.Fatalf("the next call did not probe at once: %+v, %+v", d, c.fs.Stats())
 		}
@@ -586,10 +509,10 @@ func TestFailsafeTimeout(t *testing.T) {
 // TestFailsafeStaleFailure: a call that began before an outage and fails
 // after the recovery does not take the store down again.
 func TestFailsafeStaleFailure(t *testing.T) {
-	c := newFailsafeCase(t, floodgate.FixedWindow(10, time.Minute), floodgate.FailsafeOptions{Mode: floodgate.FailOpen, Timeout: -1})
+	c := newFailsafeCase(t, floodgate.FixedWindow(10, time.Minute), failsafe.Options{Mode: failsafe.FailOpen, Timeout: -1})
 	var down atomic.Bool
 	entered, release := make(chan struct{}), make(chan struct{})
-	c.shared.set(func(_ context.Context, key string) error {
+	c.shared.Set(func(_ context.Context, key string) error {
 		if key == "slow" {
 			close(entered)
 			<-release
@@ -629,15 +552,15 @@ func TestFailsafeApply(t *testing.T) {
 	pb := floodgate.FixedWindow(1, time.Hour)
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			c := newFailsafeCase(t, pa, floodgate.FailsafeOptions{Mode: mode})
+			c := newFailsafeCase(t, pa, failsafe.Options{Mode: mode})
 			a, b := c.table(t, "api", pa), c.table(t, "b", pb)
 			c.trip(t)
 			now := c.fc.Now().UnixNano()
 			apply := func(ops ...store.Op) ([]store.Op, error) {
 				t.Helper()
 				err := c.fs.Apply(ctx, ops)
-				if mode == floodgate.FailClosed {
-					if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, errRefused) {
+				if mode == failsafe.FailClosed {
+					if !errors.Is(err, failsafe.ErrUnavailable) || !errors.Is(err, errRefused) {
 						t.Fatalf("FailClosed Apply: %v", err)
 					}
 				} else if err != nil {
@@ -658,22 +581,22 @@ func TestFailsafeApply(t *testing.T) {
 
 			ops, _ := apply(both()...)
 			allowed := ops[0].Result.Decision.Allowed && ops[1].Result.Decision.Allowed
-			if allowed != (mode != floodgate.FailClosed) {
+			if allowed != (mode != failsafe.FailClosed) {
 				t.Fatalf("the first batch: %+v", ops)
 			}
-			if mode == floodgate.FailClosed && (ops[0].Result.Decision.RetryAfter != time.Second || ops[1].Result.Decision.RetryAfter != time.Second) {
+			if mode == failsafe.FailClosed && (ops[0].Result.Decision.RetryAfter != time.Second || ops[1].Result.Decision.RetryAfter != time.Second) {
 				t.Fatalf("FailClosed's ops: %+v, want RetryAfter the cooldown", ops)
 			}
 			// The second: b's window is full in FailLocal, so nothing of the
 			// batch takes effect, a's unit included.
 			ops, _ = apply(both()...)
-			if mode == floodgate.FailLocal && (!ops[0].Result.Decision.Allowed || ops[1].Result.Decision.Allowed) {
+			if mode == failsafe.FailLocal && (!ops[0].Result.Decision.Allowed || ops[1].Result.Decision.Allowed) {
 				t.Fatalf("the second batch: %+v", ops)
 			}
-			if mode == floodgate.FailOpen && !(ops[0].Result.Decision.Allowed && ops[1].Result.Decision.Allowed) {
+			if mode == failsafe.FailOpen && !(ops[0].Result.Decision.Allowed && ops[1].Result.Decision.Allowed) {
 				t.Fatalf("FailOpen denied: %+v", ops)
 			}
-			wantA := map[floodgate.FailMode]int64{floodgate.FailClosed: 2, floodgate.FailOpen: 2, floodgate.FailLocal: 1}[mode]
+			wantA := map[failsafe.Mode]int64{failsafe.FailClosed: 2, failsafe.FailOpen: 2, failsafe.FailLocal: 1}[mode]
 			if r := local("api", pa); r != wantA {
 				t.Fatalf("the local a has %d left, want %d", r, wantA)
 			}
@@ -681,11 +604,11 @@ func TestFailsafeApply(t *testing.T) {
 			// A schedule: in FailLocal a unit held from now, for 1h from now.
 			ops, _ = apply(store.Op{Kind: store.OpSchedule, Table: a, Key: "k", Now: now, N: 2, MaxWait: 2 * time.Hour})
 			switch op := ops[0]; mode {
-			case floodgate.FailOpen:
+			case failsafe.FailOpen:
 				if !op.Result.Decision.Allowed || op.Result.At != now {
 					t.Fatalf("FailOpen's schedule: %+v", op)
 				}
-			case floodgate.FailLocal:
+			case failsafe.FailLocal:
 				if !op.Result.Decision.Allowed || op.Result.At != now+int64(time.Hour) || op.Result.Decision.RetryAfter != time.Hour {
 					t.Fatalf("FailLocal's schedule: %+v", op)
 				}
@@ -699,13 +622,13 @@ func TestFailsafeApply(t *testing.T) {
 			if r := local("api", pa); r != 2 {
 				t.Fatalf("after a reset the local a has %d left, want 2", r)
 			}
-			if r := c.shared.remaining(t, "api", pa, "k", c.fc.Now()); r != 2 {
+			if r := remaining(t, c.shared, "api", pa, "k", c.fc.Now()); r != 2 {
 				t.Fatalf("the shared a changed while down: %d left", r)
 			}
 			st := c.fs.Stats()
-			counted := map[floodgate.FailMode]uint64{floodgate.FailClosed: st.Closed, floodgate.FailOpen: st.Open, floodgate.FailLocal: st.Local}[mode]
+			counted := map[failsafe.Mode]uint64{failsafe.FailClosed: st.Closed, failsafe.FailOpen: st.Open, failsafe.FailLocal: st.Local}[mode]
 			// trip, two batches, schedule (and in FailLocal its refund), reset
-			want := map[floodgate.FailMode]uint64{floodgate.FailClosed: 5, floodgate.FailOpen: 4, floodgate.FailLocal: 6}[mode]
+			want := map[failsafe.Mode]uint64{failsafe.FailClosed: 5, failsafe.FailOpen: 4, failsafe.FailLocal: 6}[mode]
 			if counted != want || st.Failures != 1 {
 				t.Fatalf("Stats %+v, want %d calls counted", st, want)
 			}
@@ -717,7 +640,7 @@ func TestFailsafeApply(t *testing.T) {
 // admitted its units, if that one is deciding, and nowhere otherwise.
 func TestFailsafeRefundAcrossFailover(t *testing.T) {
 	p := floodgate.TokenBucket(1, time.Hour, 1)
-	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Mode: floodgate.FailLocal})
+	c := newFailsafeCase(t, p, failsafe.Options{Mode: failsafe.FailLocal})
 	reserve := func(key string) *floodgate.Reservation {
 		t.Helper()
 		r, err := c.l.Reserve(ctx, key, 1)
@@ -755,7 +678,7 @@ func TestFailsafeRefundAcrossFailover(t *testing.T) {
 	}
 	fromLocal := reserve("j")
 	c.recover(t, time.Second)
-	if r := c.shared.remaining(t, "api", p, "k", c.fc.Now()); r != 0 {
+	if r := remaining(t, c.shared, "api", p, "k", c.fc.Now()); r != 0 {
 		t.Fatalf("the store's k got its refund while down, or later: %d left", r)
 	}
 	// Up again: j is fresh on the store; spend it there.
@@ -763,7 +686,7 @@ func TestFailsafeRefundAcrossFailover(t *testing.T) {
 		t.Fatalf("the store's j: %+v", d)
 	}
 	cancel(fromLocal)
-	if r := c.shared.remaining(t, "api", p, "j", c.fc.Now()); r != 0 {
+	if r := remaining(t, c.shared, "api", p, "j", c.fc.Now()); r != 0 {
 		t.Fatalf("the local refund was applied to the store: j has %d left", r)
 	}
 }
@@ -774,7 +697,7 @@ func TestFailsafeAllowAll(t *testing.T) {
 	user := floodgate.SlidingLog(2, time.Minute)
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			c := newFailsafeCase(t, user, floodgate.FailsafeOptions{Mode: mode})
+			c := newFailsafeCase(t, user, failsafe.Options{Mode: mode})
 			other := memstore.New(0)
 			global := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Minute), floodgate.WithStore(other), floodgate.WithClock(c.fc))
 			perIP := floodgate.NewLimiter(floodgate.SlidingLog(1, time.Minute), floodgate.WithStore(c.fs), floodgate.WithClock(c.fc))
@@ -782,8 +705,8 @@ func TestFailsafeAllowAll(t *testing.T) {
 			check := func(checks ...floodgate.Check) (floodgate.MultiDecision, error) {
 				t.Helper()
 				md, err := floodgate.AllowAll(ctx, checks...)
-				if mode == floodgate.FailClosed {
-					if !errors.Is(err, floodgate.ErrStoreUnavailable) {
+				if mode == failsafe.FailClosed {
+					if !errors.Is(err, failsafe.ErrUnavailable) {
 						t.Fatalf("FailClosed: %v", err)
 					}
 					// The wait until the store is tried again: the cooldown.
@@ -797,14 +720,14 @@ func TestFailsafeAllowAll(t *testing.T) {
 			}
 			// The other store first: on FailClosed it admits, then gives back.
 			md, _ := check(floodgate.Check{Limiter: global, Key: "all", N: 1}, floodgate.Check{Limiter: c.l, Key: "alice", N: 1})
-			if mode != floodgate.FailClosed && !md.Allowed {
+			if mode != failsafe.FailClosed && !md.Allowed {
 				t.Fatalf("the first check: %+v", md)
 			}
-			wantGlobal := map[floodgate.FailMode]int64{floodgate.FailClosed: 1, floodgate.FailOpen: 0, floodgate.FailLocal: 0}[mode]
+			wantGlobal := map[failsafe.Mode]int64{failsafe.FailClosed: 1, failsafe.FailOpen: 0, failsafe.FailLocal: 0}[mode]
 			if d := mustAllow(t, global, "all", 0); d.Remaining != wantGlobal {
 				t.Fatalf("global has %d left, want %d", d.Remaining, wantGlobal)
 			}
-			if mode == floodgate.FailClosed {
+			if mode == failsafe.FailClosed {
 				return
 			}
 			// The global limit denies: alice's local unit is given back.
@@ -812,7 +735,7 @@ func TestFailsafeAllowAll(t *testing.T) {
 			if md.Allowed || md.Denied != 1 {
 				t.Fatalf("the second check: %+v", md)
 			}
-			if mode == floodgate.FailLocal {
+			if mode == failsafe.FailLocal {
 				if d := mustAllow(t, c.l, "alice", 0); d.Remaining != 1 {
 					t.Fatalf("alice has %d left locally, want 1: the refund was lost", d.Remaining)
 				}
@@ -820,11 +743,11 @@ func TestFailsafeAllowAll(t *testing.T) {
 			// Two limits on the failing store: one batch.
 			for i := range 2 {
 				md, _ = check(floodgate.Check{Limiter: c.l, Key: "bob", N: 1}, floodgate.Check{Limiter: perIP, Key: "10.0.0.1", N: 1})
-				if want := mode == floodgate.FailOpen || i == 0; md.Allowed != want {
+				if want := mode == failsafe.FailOpen || i == 0; md.Allowed != want {
 					t.Fatalf("bob's check %d: %+v, want allowed %v", i, md, want)
 				}
 			}
-			if mode == floodgate.FailLocal {
+			if mode == failsafe.FailLocal {
 				if d := mustAllow(t, c.l, "bob", 0); d.Remaining != 1 {
 					t.Fatalf("bob has %d left locally, want 1: the denied batch spent", d.Remaining)
 				}
@@ -849,7 +772,7 @@ func TestFailsafeUpPathAllocs(t *testing.T) {
 			return c
 		}()},
 	} {
-		fs := floodgate.Failsafe(memstore.New(0), floodgate.FailsafeOptions{Timeout: c.timeout})
+		fs := newFailsafe(t, memstore.New(0), failsafe.Options{Timeout: c.timeout})
 		tb, err := fs.Table("api", p)
 		if err != nil {
 			t.Fatal(err)
@@ -866,29 +789,24 @@ func TestFailsafeUpPathAllocs(t *testing.T) {
 // the Cooldown.
 func TestFailsafeOptions(t *testing.T) {
 	p := floodgate.FixedWindow(1, time.Minute)
-	fs := floodgate.Failsafe(memstore.New(0), floodgate.FailsafeOptions{})
-	if fs.Mode() != floodgate.FailClosed || fs.Mode().String() != "closed" {
+	fs := newFailsafe(t, memstore.New(0), failsafe.Options{})
+	if fs.Mode() != failsafe.FailClosed || fs.Mode().String() != "closed" {
 		t.Fatalf("the zero options' mode: %v", fs.Mode())
 	}
 	if _, ok := fs.Unwrap().(*memstore.Store); !ok {
 		t.Fatalf("Unwrap: %T", fs.Unwrap())
 	}
-	for _, bad := range []*floodgate.FailsafeStore{
-		floodgate.Failsafe(nil, floodgate.FailsafeOptions{}),
-		floodgate.Failsafe(memstore.New(0), floodgate.FailsafeOptions{Mode: 7}),
-	} {
-		if _, err := bad.Table("api", p); err == nil {
-			t.Fatal("Table of a bad configuration succeeded")
-		}
-		if err := bad.Apply(ctx, nil); err == nil {
-			t.Fatal("Apply of a bad configuration succeeded")
-		}
+	if _, err := failsafe.New(nil, failsafe.Options{}); !errors.Is(err, failsafe.ErrInvalidOptions) {
+		t.Fatalf("New of a nil store: %v, want ErrInvalidOptions", err)
 	}
-	if s := floodgate.FailMode(7).String(); s != "FailMode(7)" {
+	if _, err := failsafe.New(memstore.New(0), failsafe.Options{Mode: 7}); !errors.Is(err, failsafe.ErrInvalidOptions) {
+		t.Fatalf("New with an unknown mode: %v, want ErrInvalidOptions", err)
+	}
+	if s := failsafe.Mode(7).String(); s != "Mode(7)" {
 		t.Fatalf("String of an unknown mode: %q", s)
 	}
 
-	c := newFailsafeCase(t, p, floodgate.FailsafeOptions{Cooldown: 2 * time.Second, MaxCooldown: time.Second})
+	c := newFailsafeCase(t, p, failsafe.Options{Cooldown: 2 * time.Second, MaxCooldown: time.Second})
 	c.trip(t)
 	c.fc.Advance(2 * time.Second)
 	if d, _ := c.l.Allow(ctx, "k"); d.RetryAfter != 2*time.Second {
@@ -896,11 +814,11 @@ func TestFailsafeOptions(t *testing.T) {
 	}
 }
 
-// TestFailsafeConformance: a FailsafeStore on a working store keeps the
+// TestFailsafeConformance: a failsafe.Store on a working store keeps the
 // Store contract, ApplyEach included.
 func TestFailsafeConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return floodgate.Failsafe(memstore.New(0), floodgate.FailsafeOptions{Mode: floodgate.FailLocal})
+		return newFailsafe(t, memstore.New(0), failsafe.Options{Mode: failsafe.FailLocal})
 	})
 }
 
@@ -912,7 +830,7 @@ func TestFailsafeApplyEach(t *testing.T) {
 	pb := floodgate.FixedWindow(1, time.Hour)
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			c := newFailsafeCase(t, pa, floodgate.FailsafeOptions{Mode: mode})
+			c := newFailsafeCase(t, pa, failsafe.Options{Mode: mode})
 			a, b := c.table(t, "api", pa), c.table(t, "b", pb)
 			now := c.fc.Now().UnixNano()
 			three := func() []store.Op {
@@ -933,7 +851,7 @@ func TestFailsafeApplyEach(t *testing.T) {
 			if got := allowed(ops); got != [3]bool{true, true, false} {
 				t.Fatalf("up: admitted %v, want a and b's first", got)
 			}
-			if ra, rb := c.shared.remaining(t, "api", pa, "k", c.fc.Now()), c.shared.remaining(t, "b", pb, "k", c.fc.Now()); ra != 1 || rb != 0 {
+			if ra, rb := remaining(t, c.shared, "api", pa, "k", c.fc.Now()), remaining(t, c.shared, "b", pb, "k", c.fc.Now()); ra != 1 || rb != 0 {
 				t.Fatalf("up: the store has a %d, b %d left; want 1 and 0", ra, rb)
 			}
 
@@ -941,15 +859,15 @@ func TestFailsafeApplyEach(t *testing.T) {
 			ops = three()
 			err := c.fs.ApplyEach(ctx, ops)
 			switch mode {
-			case floodgate.FailClosed:
-				if !errors.Is(err, floodgate.ErrStoreUnavailable) || !errors.Is(err, errRefused) {
+			case failsafe.FailClosed:
+				if !errors.Is(err, failsafe.ErrUnavailable) || !errors.Is(err, errRefused) {
 					t.Fatalf("FailClosed: %v", err)
 				}
-			case floodgate.FailOpen:
+			case failsafe.FailOpen:
 				if err != nil || allowed(ops) != [3]bool{true, true, true} {
 					t.Fatalf("FailOpen: %v %+v", err, ops)
 				}
-			case floodgate.FailLocal:
+			case failsafe.FailLocal:
 				if err != nil || allowed(ops) != [3]bool{true, true, false} {
 					t.Fatalf("FailLocal: %v, admitted %v, want a and b's first", err, allowed(ops))
 				}
@@ -957,7 +875,7 @@ func TestFailsafeApplyEach(t *testing.T) {
 					t.Fatalf("FailLocal: the local a has %d left, want 1", ra)
 				}
 			}
-			if ra := c.shared.remaining(t, "api", pa, "k", c.fc.Now()); ra != 1 {
+			if ra := remaining(t, c.shared, "api", pa, "k", c.fc.Now()); ra != 1 {
 				t.Fatalf("the store changed while down: a has %d left", ra)
 			}
 
@@ -967,7 +885,7 @@ func TestFailsafeApplyEach(t *testing.T) {
 			if err := c.fs.ApplyEach(ctx, ops); err != nil || !ops[0].Result.Decision.Allowed {
 				t.Fatalf("after the recovery: %v %+v", err, ops[0])
 			}
-			if ra := c.shared.remaining(t, "api", pa, "k", c.fc.Now()); ra != 0 {
+			if ra := remaining(t, c.shared, "api", pa, "k", c.fc.Now()); ra != 0 {
 				t.Fatalf("after the recovery the store's a has %d left, want 0", ra)
 			}
 		})

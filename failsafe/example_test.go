@@ -1,10 +1,12 @@
-package floodgate_test
+package failsafe_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/floodgate/floodgate/failsafe"
 
 	"github.com/floodgate/floodgate/memstore"
 
@@ -15,18 +17,22 @@ import (
 )
 
 // A limiter on a shared store that keeps deciding, on this process's
-// memory, while the store is failing. The shared store here is a
-// memory store (package memstore), which never fails, so that the example runs anywhere; in
+// memory, while the store is failing. The shared store here is a memory
+// store, which never fails, so that the example runs anywhere; in
 // production it would be a Redis store.
-func ExampleFailsafe() {
+func ExampleNew() {
 	ctx := context.Background()
 	shared := memstore.New(0) // in production: a Redis store
-	store := floodgate.Failsafe(shared, floodgate.FailsafeOptions{
-		Mode:    floodgate.FailLocal,   // or FailClosed (the default), FailOpen
+	fs, err := failsafe.New(shared, failsafe.Options{
+		Mode:    failsafe.FailLocal,    // or FailClosed (the default), FailOpen
 		Timeout: 50 * time.Millisecond, // a call taking longer is a failure
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	limiter := floodgate.NewLimiter(floodgate.MustParsePolicy("token-bucket 2/1s"),
-		floodgate.WithStore(store), floodgate.WithName("api"))
+		floodgate.WithStore(fs), floodgate.WithName("api"))
 
 	for i := range 3 {
 		d, err := limiter.Allow(ctx, "alice")
@@ -36,7 +42,7 @@ func ExampleFailsafe() {
 		}
 		fmt.Printf("request %d: allowed %v\n", i, d.Allowed)
 	}
-	fmt.Printf("%+v\n", store.Stats())
+	fmt.Printf("%+v\n", fs.Stats())
 	// Output:
 	// request 0: allowed true
 	// request 1: allowed true
@@ -61,18 +67,22 @@ func (unreachable) Decide(context.Context, string, int64, int64) (algo.Decision,
 
 // What each mode decides while the store is failing: three requests on a
 // limit of two a second.
-func ExampleFailMode() {
+func ExampleMode() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)) // omit Clock and WithClock in production
-	for _, mode := range []floodgate.FailMode{floodgate.FailClosed, floodgate.FailOpen, floodgate.FailLocal} {
-		store := floodgate.Failsafe(unreachable{}, floodgate.FailsafeOptions{Mode: mode, Clock: fc})
+	for _, mode := range []failsafe.Mode{failsafe.FailClosed, failsafe.FailOpen, failsafe.FailLocal} {
+		fs, err := failsafe.New(unreachable{}, failsafe.Options{Mode: mode, Clock: fc})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		limiter := floodgate.NewLimiter(floodgate.MustParsePolicy("token-bucket 2/1s"),
-			floodgate.WithStore(store), floodgate.WithClock(fc))
+			floodgate.WithStore(fs), floodgate.WithClock(fc))
 		fmt.Printf("%s:", mode)
 		for range 3 {
 			d, err := limiter.Allow(ctx, "alice")
 			fmt.Printf(" %v", d.Allowed)
-			if errors.Is(err, floodgate.ErrStoreUnavailable) {
+			if errors.Is(err, failsafe.ErrUnavailable) {
 				fmt.Printf(" (unavailable, retry in %v)", d.RetryAfter)
 			}
 		}
