@@ -76,9 +76,8 @@ type counter struct {
 
 type limit struct {
 	l       *floodgate.Limiter
-	key     KeyFunc // nil: the interceptor's
-	cost    CostFunc
-	n       int64
+	key     KeyFunc  // nil: the interceptor's
+	cost    CostFunc // nil: 1
 	name    string
 	methods []string // nil: all
 }
@@ -91,7 +90,7 @@ type Limit struct {
 	// by default the peer's address).
 	Key KeyFunc
 	// Cost is the cost of a call for this limit; nil means the
-	// interceptor's (WithCost, WithCostFunc, by default 1).
+	// interceptor's (WithCostFunc, by default 1).
 	Cost CostFunc
 	// Methods are the methods this limit applies to: full method names
 	// ("/pkg.Service/Method") or services ending in a slash
@@ -137,15 +136,12 @@ func newInterceptor(limits []Limit, opts []Option, single bool) *Interceptor {
 		if lc.Limiter == nil {
 			panic("grpclimit: limit " + strconv.Itoa(k) + " has a nil Limiter")
 		}
-		lim := limit{l: lc.Limiter, key: lc.Key, cost: lc.Cost, n: 1, name: lc.Name, methods: lc.Methods}
+		lim := limit{l: lc.Limiter, key: lc.Key, cost: lc.Cost, name: lc.Name, methods: lc.Methods}
 		if lc.Cost == nil {
-			lim.cost, lim.n = c.cost, c.n
+			lim.cost = c.cost
 		}
 		if single {
 			lim.methods = c.methods
-			if c.name != "" {
-				lim.name = c.name
-			}
 		}
 		if lim.name == "" {
 			lim.name = lc.Limiter.Name()
@@ -285,7 +281,7 @@ func (i *Interceptor) check(ctx context.Context, method string, req any) (contex
 		if err != nil {
 			return nil, i.keyError(ctx, method, err)
 		}
-		n := lim.n
+		n := int64(1)
 		if lim.cost != nil {
 			n = lim.cost(ctx, method, req)
 		}
@@ -447,15 +443,4 @@ func DecisionFrom(ctx context.Context) (floodgate.Decision, bool) {
 		return floodgate.Decision{}, false
 	}
 	return dc.md.Decisions[dc.binding], true
-}
-
-// MultiDecisionFrom returns the decisions of every limit that applied to
-// the call whose context is ctx, in the order of the limits. The caller
-// must not modify its Decisions.
-func MultiDecisionFrom(ctx context.Context) (floodgate.MultiDecision, bool) {
-	dc, ok := ctx.Value(decisionKey{}).(*decisionContext)
-	if !ok {
-		return floodgate.MultiDecision{}, false
-	}
-	return dc.md, true
 }

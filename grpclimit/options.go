@@ -14,8 +14,6 @@ type Option interface{ apply(*config) }
 type config struct {
 	key          KeyFunc
 	cost         CostFunc
-	n            int64
-	name         string
 	methods      []string
 	skips        []func(ctx context.Context, fullMethod string) bool
 	quotaFailure bool
@@ -24,7 +22,7 @@ type config struct {
 }
 
 func defaults() config {
-	return config{key: ByPeer(httplimit.ClientIP{}), n: 1}
+	return config{key: ByPeer(httplimit.ClientIP{})}
 }
 
 type optionFunc func(*config)
@@ -40,19 +38,11 @@ type CostFunc func(ctx context.Context, fullMethod string, req any) int64
 // that have none of their own.
 func WithKey(f KeyFunc) Option { return optionFunc(func(c *config) { c.key = f }) }
 
-// WithCost makes every call cost n units instead of 1. With NewAll, it is
-// the cost of the limits that have no Cost of their own.
-func WithCost(n int64) Option { return optionFunc(func(c *config) { c.n, c.cost = n, nil }) }
-
 // WithCostFunc makes each call cost f's units instead of 1. A cost above
 // the policy's burst is denied without RetryInfo (it can never be
 // admitted); a negative cost is codes.Internal. With NewAll, it is the
 // cost of the limits that have no Cost of their own.
 func WithCostFunc(f CostFunc) Option { return optionFunc(func(c *config) { c.cost = f }) }
-
-// WithName names the limit in QuotaFailure details and logs (for New; NewAll takes Limit.Name). By default the name is the
-// limiter's (floodgate.WithName), or "default".
-func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
 
 // WithMethods limits only the calls to the given methods: full method
 // names ("/pkg.Service/Method"), or services ending in a slash
