@@ -48,9 +48,9 @@ func SharedCluster(t testing.TB) *Cluster {
 }
 
 // NewCluster starts a cluster for t alone and stops it and removes its
-// directories when t ends (t.Cleanup). t may Kill, Restart and Stop its
-// nodes. It skips or fails t as Require does, and fails t when the cluster
-// does not form.
+// directories when t ends (t.Cleanup). t may Kill and Restart its nodes.
+// It skips or fails t as Require does, and fails t when the cluster does
+// not form.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	Require(t)
@@ -176,15 +176,6 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 	}
 	if err := c.waitOK(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// Stop shuts every node down and waits for them to exit. It panics on
-// SharedCluster.
-func (c *Cluster) Stop() {
-	c.mustOwn("Stop")
-	for _, n := range c.nodes {
-		n.Stop()
 	}
 }
 

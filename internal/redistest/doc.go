@@ -15,7 +15,8 @@
 //     test, stopped by t.Cleanup. A test may Kill, Restart or Stop it to see
 //     how its code takes a lost or empty server.
 //   - SharedCluster(t) is the shared 3-master Redis Cluster, and NewCluster(t)
-//     a private one, with the same rules as their single-server kin.
+//     a private one, with the same rules as their single-server kin, except
+//     that a test kills and restarts a private cluster node by node.
 //
 // No server persists anything (--save "" --appendonly no): a restarted
 // server starts empty.

@@ -84,16 +84,6 @@ var spawner = sync.OnceValue(func() chan<- func() {
 	return c
 })
 
-// exited reports whether p has exited.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // kill sends SIGKILL and waits for p to exit.
 func (p *proc) kill() {
 	_ = p.cmd.Process.Kill() // fails only when p has exited already
