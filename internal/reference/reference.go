@@ -109,9 +109,6 @@ func New(alg string, limit, period, burst int64) *Model {
 	return &Model{alg: alg, limit: limit, period: period, burst: burst, keys: map[string]algorithm{}}
 }
 
-// Burst returns the largest admissible cost: B, C or LIMIT.
-func (m *Model) Burst() int64 { return m.burst }
-
 // Decide decides one event. Events must come in non-decreasing time order
 // (over all keys) with T >= 0 and N >= 0; Decide panics otherwise.
 func (m *Model) Decide(e Event) Result {
