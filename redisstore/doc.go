@@ -76,7 +76,7 @@
 // alone, in arrival order), and at most WithMaxInFlight script calls wait
 // on Redis at once. A lone caller sends at once from its own goroutine. The
 // store starts no goroutine that outlives the calls it serves, and bounds
-// the calls waiting (WithMaxPending, then ErrOverloaded). A sender that
+// the calls waiting (10,000, then ErrOverloaded). A sender that
 // has just woken its callers lets them run before it takes the next batch,
 // for as long as they keep calling: their next calls then go in that
 // batch, not in the one after it. A script call's operations travel packed

@@ -9,8 +9,9 @@ import "errors"
 var (
 	// ErrInvalidOption is returned by New for an option out of range.
 	ErrInvalidOption = errors.New("invalid option")
-	// ErrOverloaded is returned when more calls wait for Redis than
-	// WithMaxPending allows: Redis is slower than the calls arrive.
+	// ErrOverloaded is returned when more calls wait for a batch than the
+	// store allows (10,000): Redis is slower than the calls arrive. A
+	// floodgate.Failsafe store treats it as Redis failing.
 	ErrOverloaded = errors.New("too many calls waiting for Redis")
 	// ErrCorrupt is returned when Redis answers something the store did
 	// not write: another program wrote to the store's keys, or the

@@ -97,16 +97,3 @@ func WithMaxInFlight(n int) Option {
 		return nil
 	})
 }
-
-// WithMaxPending bounds how many calls may wait for a batch (default
-// 10,000). One more fails at once with ErrOverloaded, which a
-// failsafe.New store treats as Redis failing.
-func WithMaxPending(n int) Option {
-	return optionFunc(func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: %d pending calls is less than 1", ErrInvalidOption, n)
-		}
-		c.maxPending = n
-		return nil
-	})
-}
