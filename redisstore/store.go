@@ -290,15 +290,6 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 	return nil
 }
 
-// KeyOf returns the Redis key at which t, a Table of a redisstore Store,
-// keeps key, or "" for a Table of another store.
-func KeyOf(t store.Table, key string) string {
-	if tb, ok := t.(*table); ok {
-		return tb.prefix + key
-	}
-	return ""
-}
-
 // Clear deletes every key under the store's prefix, on every node of a
 // cluster: for tests and one-off runs, such as the simulator's, that leave
 // nothing behind. A store whose prefix starts with this one's loses its

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/memstore"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storeurl"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -84,13 +88,70 @@ func TestForms(t *testing.T) {
 			}
 		}
 		if rs, ok := s.(*redisstore.Store); ok {
-			tb, _ := rs.Table("n", floodgate.MustParsePolicy("token-bucket 1/1s"))
-			if got := redisstore.KeyOf(tb, "k"); !strings.HasPrefix(got, c.prefix+"n@") {
-				t.Errorf("%q: key %q, want prefix %q", c.raw, got, c.prefix)
+			// The key layout of redisstore.Store.Table: PREFIX + NAME + ":" + K.
+			if sent, want := sentArgs(t, rs), c.prefix+"n@token-bucket 1/1s:k"; !slices.Contains(sent, want) {
+				t.Errorf("%q: sent %q, want the key %q", c.raw, sent, want)
 			}
 		}
 		closer.Close()
 	}
+}
+
+// sentArgs returns the arguments of the commands s gives its client for a
+// decision on key "k" of the limiter named "n", which the client never
+// sends: no server need be there.
+func sentArgs(t *testing.T, s *redisstore.Store) []string {
+	t.Helper()
+	h := &catchHook{}
+	s.Client().AddHook(h)
+	tb, err := s.Table("n", floodgate.MustParsePolicy("token-bucket 1/1s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Decide(context.Background(), "k", time.Now().UnixNano(), 1); !errors.Is(err, errNotSent) {
+		t.Errorf("Decide through a client that sends nothing: %v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.args
+}
+
+var errNotSent = errors.New("not sent")
+
+// A catchHook records the string arguments of every command and fails it
+// with errNotSent instead of sending it.
+type catchHook struct {
+	mu   sync.Mutex
+	args []string
+}
+
+func (h *catchHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *catchHook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(_ context.Context, cmd redis.Cmder) error {
+		h.catch(cmd)
+		return errNotSent
+	}
+}
+
+func (h *catchHook) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(_ context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.catch(cmd)
+		}
+		return errNotSent
+	}
+}
+
+func (h *catchHook) catch(cmd redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, a := range cmd.Args() {
+		if s, ok := a.(string); ok {
+			h.args = append(h.args, s)
+		}
+	}
+	cmd.SetErr(errNotSent)
 }
 
 func typeName(s store.Store) string {
