@@ -189,13 +189,3 @@ func (l *Limiter) leave(key string, w *waiter) {
 		delete(l.queues, key)
 	}
 }
-
-// Waiting returns the number of callers waiting on key in this Limiter.
-func (l *Limiter) Waiting(key string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if q := l.queues[key]; q != nil {
-		return len(q.line)
-	}
-	return 0
-}
