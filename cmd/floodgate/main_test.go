@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -36,8 +35,9 @@ func floodgateBinary(t testing.TB) string {
 		if binErr != nil {
 			return
 		}
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(goTool, "build", "-o", filepath.Join(binDir, "floodgate"), ".").CombinedOutput()
+		// go test puts its own GOROOT/bin first on the test's PATH: this
+		// is the go command that is running the test.
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "floodgate"), ".").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
