@@ -7,7 +7,7 @@ var MiddlewarePeers = []struct{ Name, Note string }{
 	{MiddlewareBare, "the handler alone, without middleware: what the others add to"},
 	{MiddlewareDecide, "floodgate's decision alone (Limiter.Allow), no HTTP"},
 	{MiddlewareCore, "the least middleware around floodgate: Allow on a fixed key, RateLimit-Policy and RateLimit set, next called"},
-	{"httprate", "github.com/go-chi/httprate LimitByIP (RemoteAddr, X-RateLimit-* headers), 1e9 per hour"},
+	{"httprate", "github.com/go-chi/httprate LimitBy keyed as its LimitByIP (RemoteAddr, IPv6 by /64; X-RateLimit-* headers), 1e9 per hour"},
 	{"golimiter-http", "github.com/sethvargo/go-limiter httplimit with IPKeyFunc() (RemoteAddr), memorystore 1e8 tokens per 1e16 ns"},
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -44,9 +45,21 @@ func middlewares(b *testing.B) []struct {
 	}{
 		{"bare", okHandler},
 		{"floodgate", httplimit.New(fg).Handler(okHandler)},
-		{"httprate", httprate.LimitByIP(1e9, time.Hour)(okHandler)},
+		{"httprate", httprate.LimitBy(1e9, time.Hour, httprateKey)(okHandler)},
 		{"golimiter-http", gm.Handle(okHandler)},
 	}
+}
+
+// httprateKey keys httprate on the client address as its LimitByIP does
+// (deprecated since v0.16 because it keys on r.RemoteAddr without saying
+// so): the peer's address without its port, IPv6 grouped by /64, the
+// whole RemoteAddr when it has no port.
+func httprateKey(r *http.Request) (string, error) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return httprate.CanonicalizeIP(host), nil
 }
 
 // BenchmarkMiddleware: one GET on one client address through each
