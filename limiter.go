@@ -115,7 +115,7 @@ func (l *Limiter) newTimer(d time.Duration) clock.Timer {
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 	// decide, by hand: a call and a copy of the Decision less on the
-	// hottest path, which measures 9 ns (65 against 74) faster.
+	// hottest path (the README has the figures).
 	d, err := l.table.Decide(ctx, key, l.now(), 1)
 	if !d.Allowed || err != nil {
 		return l.denial(d, err)

@@ -13,8 +13,8 @@ import (
 )
 
 // DefaultMaxKeys is the number of keys a memory store holds per limiter
-// when New is given 0: about 45 MB of token-bucket state (43
-// bytes a key, measured by the bench module).
+// when New is given 0: tens of megabytes of token-bucket state (the
+// README has the size of a key, measured by the bench module).
 const DefaultMaxKeys = 1 << 20
 
 // shards is the number of shards per table: enough that goroutines
