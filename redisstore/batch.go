@@ -183,9 +183,9 @@ const maxYields = 8
 // batch, not in the next. It yields the processor for as long as each
 // yield brings new calls and another script call is out, at most
 // maxYields times, and stops once a batch is full. Fewer, larger script
-// calls cost Redis and the client less for each decision: at 64 callers
-// on 100,000 keys this raises decisions per second by about a fifth, and
-// at 16 callers by more.
+// calls cost Redis and the client less for each decision, so many
+// concurrent callers get more decisions per second (the README's "On
+// Redis" has the figures).
 func (b *batcher) gather() {
 	n := b.pendingLen()
 	for range maxYields {

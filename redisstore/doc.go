@@ -84,9 +84,8 @@
 // cost Redis and the client less than a value per number. A lone decision
 // on a token or leaky bucket or a fixed window, the commonest operation,
 // runs in the script on local numbers, without the tables of the general
-// path: in a script call of 64 decisions on new keys, Redis spends 2.3 µs
-// on each for a bucket and 2.7 µs for a fixed window (3.7 µs and 4.4 µs on
-// the general path), and 7.3 µs on a call of one.
+// path, which costs Redis markedly less time per decision (the README's
+// "On Redis" has the figures).
 //
 // Store.ApplyEach (through floodgate.AllowEach) carries many
 // independent operations, each decided as if alone, in one script call of
