@@ -86,11 +86,9 @@
 // # Cost
 //
 // A lone decision that spends units costs an open and close of the file
-// and a commit with two fsyncs: 0.36 to 0.55 ms (BenchmarkDecide, two
-// short runs) on a Linux virtual machine with an ext4 disk whose fsync
-// takes 0.15 to 0.3 ms; 0.26 ms holding the file. Calls from many
-// goroutines share transactions: eight goroutines on that machine made a
-// decision every 0.09 ms, against 0.35 to 0.4 ms with batching off. The
-// disk's fsync bounds it all: where an fsync takes milliseconds (a
-// spinning disk), so does a decision.
+// and a commit with two fsyncs; holding the file (WithHold) saves the open
+// and close. Calls from many goroutines share transactions, so under
+// concurrency a decision costs a fraction of a commit. The disk's fsync
+// bounds it all: where an fsync takes milliseconds (a spinning disk), so
+// does a decision. The README has the figures measured (BenchmarkDecide).
 package filestore

@@ -40,10 +40,10 @@ func WithLockTimeout(d time.Duration) Option {
 
 // WithHold keeps the file open, and so locked, from Open until Close: for
 // a long-running process that owns the file. Calls then skip opening and
-// closing the file (a quarter to a half of a lone decision's time) and
-// never wait for other processes; but every other process, and every
-// other Store, that uses the file meanwhile waits for it, and fails with
-// ErrLocked after its lock timeout.
+// closing the file, much of a lone decision's time, and never wait for
+// other processes; but every other process, and every other Store, that
+// uses the file meanwhile waits for it, and fails with ErrLocked after
+// its lock timeout.
 func WithHold() Option {
 	return optionFunc(func(c *config) error { c.hold = true; return nil })
 }
