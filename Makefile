@@ -3,11 +3,16 @@
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 FUZZTIME ?= 30s
 
-.PHONY: test check-go vet redis build fuzz bench
+# The linters, pinned. go run fetches and builds each version once (into the module and build caches),
+# outside the modules' requirements, so a fresh machine needs nothing but Go.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE ?= $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0
 
-## test: vet, gofmt, and every test with the race detector, the Redis tests against real redis-servers;
-## then the bench module's tests (the middleware's loopback load test among them)
-test: check-go vet redis
+.PHONY: test check-go vet lint redis build fuzz bench
+
+## test: vet, gofmt, lint, and every test with the race detector, the Redis tests against real
+## redis-servers; then the bench module's tests (the middleware's loopback load test among them)
+test: check-go vet lint redis
 	$(GO) test -race ./...
 	cd bench && $(GO) test -race ./...
 
@@ -34,6 +39,19 @@ vet:
 	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
+
+## lint: staticcheck, and deadcode -test (functions that nothing reaches, not even a test), on the root
+## module and on bench/; it fails when either reports anything, after running both on both modules
+lint: check-go
+	@fail=0; for dir in . bench; do \
+	  echo "staticcheck ./... and deadcode -test ./... in $$dir"; \
+	  for tool in "$(STATICCHECK) ./..." "$(DEADCODE) -test ./..."; do \
+	    out=$$(cd $$dir && $$tool) || fail=1; \
+	    if [ -n "$$out" ]; then printf '%s\n' "$$out" | sed "s|^|$$dir/|; s|^\./||"; fail=1; fi; \
+	  done; \
+	done; \
+	if [ $$fail != 0 ]; then echo "make lint: fix what staticcheck and deadcode report above" >&2; fi; \
+	exit $$fail
 
 ## build: the floodgate command, in ./floodgate
 build: check-go
