@@ -15,7 +15,7 @@
 //	           when a retry would be admitted
 //
 // A stream is decided once, when it opens. The limiter's store and failure
-// mode (failsafe.New) decide what happens while a shared store is
+// mode (package failsafe) decide what happens while a shared store is
 // down: an error that denies is codes.Unavailable, with a RetryInfo.
 //
 // # Trusted proxies

@@ -44,7 +44,7 @@ import (
 //   - a key function's error wrapping ErrNoKey, or a key the store refuses
 //     (store.ErrInvalidKey): codes.InvalidArgument;
 //   - any other key function's error, and a negative cost: codes.Internal;
-//   - a limiter's error: its failure mode (failsafe.New) decides. If
+//   - a limiter's error: its failure mode (package failsafe) decides. If
 //     it admits with an error (dry-run mode), the call goes through; if it
 //     denies with one (FailClosed, or no failsafe), the call fails with
 //     codes.Unavailable, with a RetryInfo of the time until the store is

@@ -52,7 +52,7 @@ import (
 //   - Any other key function's error, and a negative cost: 500 Internal
 //     Server Error, logged.
 //   - A limiter's error (its store failing): what the limiter decided
-//     stands, and its failure mode decides that (failsafe.New). A
+//     stands, and its failure mode decides that (package failsafe). A
 //     store in FailOpen or FailLocal mode keeps deciding, without errors,
 //     and the middleware sees ordinary decisions. A limiter that admits
 //     with an error (one in dry-run mode) has the request served, without

@@ -100,7 +100,7 @@
 // or the caller's context bound it. A call whose context ends while its
 // script is on the way may still take effect. To choose what a limiter
 // does meanwhile (deny, admit, or decide locally) and to recover by itself,
-// wrap the store in failsafe.New.
+// wrap the store in a failsafe.Store (package failsafe).
 //
 // Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7, with
 // both forms of the code.

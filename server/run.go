@@ -26,7 +26,7 @@ import (
 // use) or a listener fails.
 //
 // Run is the whole of the serve command but its flags and signals: the
-// store (storeurl.Open, wrapped in failsafe.New unless it is the
+// store (storeurl.Open, wrapped in a failsafe.Store unless it is the
 // memory store), the configuration and its reloads (on a change of its
 // files, looked at every WatchInterval, and on each receive from Reload;
 // an invalid one is logged and the old one kept), the HTTP API, Envoy's
