@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 )
@@ -16,10 +18,10 @@ import (
 func BenchmarkAllowOneKey(b *testing.B) {
 	for _, c := range []struct {
 		name string
-		p    floodgate.Policy
+		p    algo.Policy
 	}{
-		{"allowed", floodgate.TokenBucket(1_000_000_000, time.Second, 1_000_000_000)},
-		{"denied", floodgate.TokenBucket(10, time.Hour, 10)},
+		{"allowed", algo.MustParsePolicy("token-bucket 1000000000/1s")},
+		{"denied", algo.MustParsePolicy("token-bucket 10/1h")},
 	} {
 		b.Run(c.name+"/serial", func(b *testing.B) {
 			l := floodgate.NewLimiter(c.p)
@@ -55,7 +57,7 @@ func BenchmarkAllowRandomKeys(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprint("user:", i)
 	}
-	p := floodgate.TokenBucket(1000, time.Second, 1000)
+	p := algo.MustParsePolicy("token-bucket 1000/1s")
 	b.Run("serial", func(b *testing.B) {
 		l := floodgate.NewLimiter(p, floodgate.WithMaxKeys(2*n))
 		rng := rand.New(rand.NewPCG(1, 2))

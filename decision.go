@@ -1,6 +1,10 @@
 package floodgate
 
-import "time"
+import (
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+)
 
 // Decision is the outcome of one request on one key.
 type Decision struct {
@@ -24,14 +28,14 @@ type Decision struct {
 	// (full bucket, empty window or log) if nothing else happens.
 	ResetAfter time.Duration
 
-	policy *Policy // the limiter's: a pointer keeps a Decision in registers
+	policy *algo.Policy // the limiter's: a pointer keeps a Decision in registers
 }
 
 // Policy returns the policy that decided; the zero Policy for the zero
 // Decision.
-func (d Decision) Policy() Policy {
+func (d Decision) Policy() algo.Policy {
 	if d.policy == nil {
-		return Policy{}
+		return algo.Policy{}
 	}
 	return *d.policy
 }

@@ -4,9 +4,9 @@
 //
 // # The model
 //
-// A Policy says how many units (requests, messages, bytes) a key may spend:
-// LIMIT units per PERIOD, under one of five algorithms, written as a string
-// such as
+// A policy (algo.Policy) says how many units (requests, messages, bytes) a
+// key may spend: LIMIT units per PERIOD, under one of five algorithms,
+// written as a string that algo.ParsePolicy reads, such as
 //
 //	token-bucket 100/1m burst=20   GCRA: 100 a minute, bursts of up to 20
 //	leaky-bucket 1/1h capacity=20  a meter that holds 20 and drains one an hour
@@ -14,7 +14,7 @@
 //	sliding-window 1000/1h         about 1000 an hour, from two fixed windows
 //	fixed-window 60/1m             at most 60 in each calendar minute
 //
-// A Limiter applies one Policy to every key. Each key has its own state,
+// A Limiter applies one policy to every key. Each key has its own state,
 // initially a full bucket or an empty window or log. A request on a key
 // costs n units (1 by default) and gets a Decision: admitted or not, how
 // many units remain, after how long a denied request would be admitted
@@ -40,7 +40,8 @@
 // given back with Cancel. AllowAll checks several limits at once, such as
 // a per-user and a global one, and admits only if all of them admit;
 // AllowEach checks several independently, in one step of each store (on
-// Redis, one round trip for all). WithDryRun makes a limiter report what it would deny without denying.
+// Redis, one round trip for all). WithDryRun makes a limiter report what
+// it would deny without denying.
 //
 // # Stores
 //

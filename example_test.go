@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 )
@@ -14,7 +16,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)) // omit WithClock in production
-	limiter := floodgate.NewLimiter(floodgate.MustParsePolicy("token-bucket 3/1s"), floodgate.WithClock(fc))
+	limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 3/1s"), floodgate.WithClock(fc))
 
 	for i := range 4 {
 		d, err := limiter.Allow(ctx, "alice")
@@ -40,7 +42,7 @@ func Example() {
 func ExampleLimiter_Allow_sms() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	sms := floodgate.NewLimiter(floodgate.LeakyBucket(1, time.Hour, 20), floodgate.WithClock(fc))
+	sms := floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1h capacity=20"), floodgate.WithClock(fc))
 	sent := 0
 	for range 25 {
 		if d, _ := sms.Allow(ctx, "modem"); d.Allowed {
@@ -57,7 +59,7 @@ func ExampleLimiter_Allow_sms() {
 func ExampleLimiter_Wait() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	limiter := floodgate.NewLimiter(floodgate.TokenBucket(1000, time.Second, 10))
+	limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000/1s burst=10"))
 	for range 15 {
 		if err := limiter.Wait(ctx, "backend"); err != nil {
 			fmt.Println(err)
@@ -73,8 +75,8 @@ func ExampleLimiter_Wait() {
 func ExampleAllowAll() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	perUser := floodgate.NewLimiter(floodgate.SlidingLog(2, time.Minute), floodgate.WithClock(fc))
-	global := floodgate.NewLimiter(floodgate.SlidingLog(3, time.Minute), floodgate.WithClock(fc))
+	perUser := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc))
+	global := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 3/1m"), floodgate.WithClock(fc))
 	for _, user := range []string{"alice", "alice", "alice", "bob", "carol"} {
 		md, _ := floodgate.AllowAll(ctx,
 			floodgate.Check{Limiter: perUser, Key: user, N: 1},
@@ -101,7 +103,7 @@ func ExampleAllowAll() {
 // cancelReserved.
 func ExampleLimiter_Reserve() {
 	ctx := context.Background()
-	limiter := floodgate.NewLimiter(floodgate.FixedWindow(10, time.Minute))
+	limiter := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 10/1m"))
 	r, _ := limiter.Reserve(ctx, "upload", 8)
 	fmt.Println("reserved:", r.OK(), "remaining:", r.Decision().Remaining)
 	_ = r.Cancel(ctx) // the upload did not happen
@@ -115,7 +117,7 @@ func ExampleLimiter_Reserve() {
 // Dry-run mode: measure what a policy would deny before enforcing it.
 func ExampleWithDryRun() {
 	ctx := context.Background()
-	limiter := floodgate.NewLimiter(floodgate.FixedWindow(2, time.Hour), floodgate.WithDryRun(true))
+	limiter := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithDryRun(true))
 	for range 3 {
 		d, _ := limiter.Allow(ctx, "k")
 		fmt.Println(d.Allowed, d.DryRun)
@@ -129,13 +131,13 @@ func ExampleWithDryRun() {
 }
 
 func ExampleParsePolicy() {
-	p, err := floodgate.ParsePolicy("leaky-bucket 1/1h capacity=20")
+	p, err := algo.ParsePolicy("leaky-bucket 1/1h capacity=20")
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(p, p.Limit(), p.Period(), p.Burst())
-	_, err = floodgate.ParsePolicy("token-bucket 10/1s burst=-1")
-	fmt.Println(errors.Is(err, floodgate.ErrInvalidPolicy))
+	_, err = algo.ParsePolicy("token-bucket 10/1s burst=-1")
+	fmt.Println(errors.Is(err, algo.ErrInvalidPolicy))
 	// Output:
 	// leaky-bucket 1/1h capacity=20 1 1h0m0s 20
 	// true

@@ -32,7 +32,7 @@ import (
 // for concurrent use by many goroutines, and hold no lock while they call
 // the store. There is no zero value: use NewLimiter.
 type Limiter struct {
-	policy   Policy
+	policy   algo.Policy
 	name     string
 	store    store.Store
 	table    store.Table
@@ -53,7 +53,7 @@ type Limiter struct {
 //
 // NewLimiter cannot fail: when p is not valid or the store refuses the
 // table, every method of the Limiter returns the error.
-func NewLimiter(p Policy, opts ...Option) *Limiter {
+func NewLimiter(p algo.Policy, opts ...Option) *Limiter {
 	var c config
 	for _, o := range opts {
 		o.apply(&c)
@@ -86,7 +86,7 @@ func (t errTable) Decide(context.Context, string, int64, int64) (algo.Decision, 
 }
 
 // Policy returns the limiter's policy.
-func (l *Limiter) Policy() Policy { return l.policy }
+func (l *Limiter) Policy() algo.Policy { return l.policy }
 
 // Name returns the name under which the limiter keeps its keys.
 func (l *Limiter) Name() string { return l.name }
@@ -148,7 +148,7 @@ func (l *Limiter) AllowAt(ctx context.Context, key string, t time.Time, n int64)
 func unixNano(t time.Time) (int64, error) {
 	const maxUnixSec = algo.MaxTime / int64(time.Second)
 	if s := t.Unix(); s < 0 || s >= maxUnixSec {
-		return 0, fmt.Errorf("floodgate: %w: %v", ErrInvalidTime, t)
+		return 0, fmt.Errorf("floodgate: %w: %v", algo.ErrInvalidTime, t)
 	}
 	return t.UnixNano(), nil
 }
@@ -168,7 +168,7 @@ func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
 	switch {
 	case d.Allowed: // admitted, with an error: not from a conforming store
 		return d, err
-	case err != nil && !errors.Is(err, ErrCostExceedsBurst):
+	case err != nil && !errors.Is(err, algo.ErrCostExceedsBurst):
 		l.errs.Add(1)
 		if l.dryRun {
 			d.Allowed = true

@@ -35,7 +35,7 @@ func mustAllow(t *testing.T, l *floodgate.Limiter, key string, n int64) floodgat
 
 func TestAllowMatchesCore(t *testing.T) {
 	for _, ps := range []string{"token-bucket 3/1s burst=5", "leaky-bucket 1/1h capacity=20", "sliding-log 2/10s", "sliding-window 3/500ms", "fixed-window 3/1s"} {
-		p := floodgate.MustParsePolicy(ps)
+		p := algo.MustParsePolicy(ps)
 		fc := newFake()
 		l := floodgate.NewLimiter(p, floodgate.WithClock(fc))
 		states := map[string]*algo.State{}
@@ -58,7 +58,7 @@ func TestAllowMatchesCore(t *testing.T) {
 }
 
 func TestAllowAt(t *testing.T) {
-	l := floodgate.NewLimiter(floodgate.FixedWindow(2, time.Minute))
+	l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"))
 	at := epoch.Add(30 * time.Second)
 	for i, want := range []bool{true, true, false} {
 		d, err := l.AllowAt(ctx, "k", at, 1)
@@ -70,19 +70,19 @@ func TestAllowAt(t *testing.T) {
 		t.Fatalf("the next window denied: %+v", d)
 	}
 	for _, bad := range []time.Time{time.Unix(-1, 0), time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)} {
-		if _, err := l.AllowAt(ctx, "k", bad, 1); !errors.Is(err, floodgate.ErrInvalidTime) {
+		if _, err := l.AllowAt(ctx, "k", bad, 1); !errors.Is(err, algo.ErrInvalidTime) {
 			t.Errorf("AllowAt(%v): error %v, want ErrInvalidTime", bad, err)
 		}
 	}
 }
 
 func TestErrors(t *testing.T) {
-	l := floodgate.NewLimiter(floodgate.TokenBucket(10, time.Second, 5), floodgate.WithClock(newFake()))
+	l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 10/1s burst=5"), floodgate.WithClock(newFake()))
 	d, err := l.AllowN(ctx, "k", 6)
-	if !errors.Is(err, floodgate.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != floodgate.Never {
+	if !errors.Is(err, algo.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != algo.Never {
 		t.Fatalf("cost 6 on burst 5: %+v, %v", d, err)
 	}
-	if _, err := l.AllowN(ctx, "k", -1); !errors.Is(err, floodgate.ErrInvalidCost) {
+	if _, err := l.AllowN(ctx, "k", -1); !errors.Is(err, algo.ErrInvalidCost) {
 		t.Fatalf("cost -1: %v", err)
 	}
 	if d := mustAllow(t, l, "k", 0); d.Remaining != 5 {
@@ -92,63 +92,26 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 error (the negative cost; a cost above the burst is a denial)", st)
 	}
 
-	var zero floodgate.Policy
+	var zero algo.Policy
 	bad := floodgate.NewLimiter(zero)
-	if _, err := bad.Allow(ctx, "k"); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+	if _, err := bad.Allow(ctx, "k"); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Fatalf("a limiter with the zero Policy: %v", err)
 	}
-	if err := bad.Wait(ctx, "k"); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+	if err := bad.Wait(ctx, "k"); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Fatalf("Wait with the zero Policy: %v", err)
 	}
-	if err := bad.Reset(ctx, "k"); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+	if err := bad.Reset(ctx, "k"); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Fatalf("Reset with the zero Policy: %v", err)
 	}
-	if _, err := bad.Reserve(ctx, "k", 1); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+	if _, err := bad.Reserve(ctx, "k", 1); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Fatalf("Reserve with the zero Policy: %v", err)
-	}
-}
-
-func TestPolicyConstructors(t *testing.T) {
-	for _, c := range []struct {
-		got  floodgate.Policy
-		want string
-	}{
-		{floodgate.TokenBucket(100, time.Minute, 20), "token-bucket 100/1m burst=20"},
-		{floodgate.LeakyBucket(1, time.Hour, 20), "leaky-bucket 1/1h capacity=20"},
-		{floodgate.SlidingLog(5, 10*time.Second), "sliding-log 5/10s"},
-		{floodgate.SlidingWindow(1000, time.Hour), "sliding-window 1000/1h"},
-		{floodgate.FixedWindow(60, time.Minute), "fixed-window 60/1m"},
-	} {
-		if c.got != floodgate.MustParsePolicy(c.want) {
-			t.Errorf("%v != %q", c.got, c.want)
-		}
-	}
-	if _, err := floodgate.NewPolicy(floodgate.AlgFixedWindow, 0, time.Second, 0); !errors.Is(err, floodgate.ErrInvalidPolicy) {
-		t.Errorf("NewPolicy with limit 0: %v", err)
-	}
-	if _, err := floodgate.ParsePolicy("token-bucket 10/0s"); !errors.Is(err, floodgate.ErrInvalidPolicy) {
-		t.Errorf("ParsePolicy of a zero period: %v", err)
-	}
-	for name, f := range map[string]func(){
-		"MustParsePolicy": func() { floodgate.MustParsePolicy("bogus") },
-		"TokenBucket":     func() { floodgate.TokenBucket(-1, time.Second, 0) },
-		"FixedWindow":     func() { floodgate.FixedWindow(1, 0) },
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s of bad values did not panic", name)
-				}
-			}()
-			f()
-		}()
 	}
 }
 
 func TestDryRun(t *testing.T) {
 	fc := newFake()
-	shadow := floodgate.NewLimiter(floodgate.SlidingLog(2, time.Minute), floodgate.WithClock(fc), floodgate.WithDryRun(true))
-	enforce := floodgate.NewLimiter(floodgate.SlidingLog(2, time.Minute), floodgate.WithClock(fc))
+	shadow := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc), floodgate.WithDryRun(true))
+	enforce := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc))
 	for i := range 5 {
 		ds := mustAllow(t, shadow, "k", 1)
 		de := mustAllow(t, enforce, "k", 1)
@@ -163,13 +126,13 @@ func TestDryRun(t *testing.T) {
 	if err := shadow.WaitN(ctx, "k", 1); err != nil {
 		t.Fatalf("dry-run Wait: %v", err)
 	}
-	if d, err := shadow.AllowN(ctx, "k", 3); err != nil || !d.Allowed || !d.DryRun || d.RetryAfter != floodgate.Never {
+	if d, err := shadow.AllowN(ctx, "k", 3); err != nil || !d.Allowed || !d.DryRun || d.RetryAfter != algo.Never {
 		t.Fatalf("dry-run with a cost above the burst: %+v, %v", d, err)
 	}
 }
 
 func TestReset(t *testing.T) {
-	l := floodgate.NewLimiter(floodgate.LeakyBucket(1, time.Hour, 2), floodgate.WithClock(newFake()))
+	l := floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1h capacity=2"), floodgate.WithClock(newFake()))
 	mustAllow(t, l, "k", 2)
 	if d := mustAllow(t, l, "k", 1); d.Allowed {
 		t.Fatal("a full bucket admitted")
@@ -187,7 +150,7 @@ func TestReset(t *testing.T) {
 func TestSharedStore(t *testing.T) {
 	store := memstore.New(0)
 	fc := newFake()
-	p := floodgate.FixedWindow(3, time.Minute)
+	p := algo.MustParsePolicy("fixed-window 3/1m")
 	a := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc))
 	b := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc))
 	c := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc), floodgate.WithName("other"))
@@ -206,9 +169,9 @@ func TestSharedStore(t *testing.T) {
 // TestOneKeyThousandGoroutines: 1,000 goroutines on one key at one
 // instant admit exactly what the policy allows, for every algorithm.
 func TestOneKeyThousandGoroutines(t *testing.T) {
-	for _, p := range []floodgate.Policy{
-		floodgate.TokenBucket(10, time.Second, 250), floodgate.LeakyBucket(1, time.Hour, 250),
-		floodgate.SlidingLog(250, time.Minute), floodgate.SlidingWindow(250, time.Minute), floodgate.FixedWindow(250, time.Minute),
+	for _, p := range []algo.Policy{
+		algo.MustParsePolicy("token-bucket 10/1s burst=250"), algo.MustParsePolicy("leaky-bucket 1/1h capacity=250"),
+		algo.MustParsePolicy("sliding-log 250/1m"), algo.MustParsePolicy("sliding-window 250/1m"), algo.MustParsePolicy("fixed-window 250/1m"),
 	} {
 		l := floodgate.NewLimiter(p, floodgate.WithClock(newFake()))
 		var admitted atomic.Int64
@@ -238,7 +201,7 @@ func TestRandomKeyFlood(t *testing.T) {
 	const bound, keys = 10_000, 300_000
 	fc := newFake()
 	store := memstore.New(bound)
-	l := floodgate.NewLimiter(floodgate.TokenBucket(1, time.Hour, 5), floodgate.WithStore(store), floodgate.WithClock(fc))
+	l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1h burst=5"), floodgate.WithStore(store), floodgate.WithClock(fc))
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

@@ -4,13 +4,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 )
 
 // TestReservation follows BDE's reserve / submitReserved / cancelReserved.
 func TestReservation(t *testing.T) {
 	fc := newFake()
-	l := floodgate.NewLimiter(floodgate.LeakyBucket(1, time.Second, 5), floodgate.WithClock(fc))
+	l := floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1s capacity=5"), floodgate.WithClock(fc))
 	r, err := l.Reserve(ctx, "k", 3)
 	if err != nil || !r.OK() || r.Decision().Remaining != 2 {
 		t.Fatalf("Reserve 3 of 5: %+v, %v", r.Decision(), err)
@@ -72,7 +74,7 @@ func TestReservation(t *testing.T) {
 }
 
 func TestReservationWindows(t *testing.T) {
-	for _, p := range []floodgate.Policy{floodgate.FixedWindow(4, time.Minute), floodgate.SlidingWindow(4, time.Minute), floodgate.SlidingLog(4, time.Minute)} {
+	for _, p := range []algo.Policy{algo.MustParsePolicy("fixed-window 4/1m"), algo.MustParsePolicy("sliding-window 4/1m"), algo.MustParsePolicy("sliding-log 4/1m")} {
 		fc := newFake()
 		l := floodgate.NewLimiter(p, floodgate.WithClock(fc))
 		mustAllow(t, l, "k", 1)

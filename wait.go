@@ -6,6 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -54,7 +56,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		budget = min(budget, time.Until(dl))
 	}
 	switch l.policy.Algorithm() {
-	case AlgTokenBucket, AlgLeakyBucket:
+	case algo.TokenBucket, algo.LeakyBucket:
 		return l.waitScheduled(ctx, key, n, budget)
 	default:
 		return l.waitQueued(ctx, key, n, budget, q)
@@ -98,9 +100,9 @@ func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget
 }
 
 func (l *Limiter) waitRefusal(n int64, retry time.Duration, reason error, budget time.Duration) error {
-	if retry == Never {
+	if retry == algo.Never {
 		if reason == nil {
-			reason = fmt.Errorf("floodgate: %w: cost %d, burst %d", ErrCostExceedsBurst, n, l.policy.Burst())
+			reason = fmt.Errorf("floodgate: %w: cost %d, burst %d", algo.ErrCostExceedsBurst, n, l.policy.Burst())
 		}
 		return reason
 	}
@@ -120,7 +122,7 @@ func (l *Limiter) waitQueued(ctx context.Context, key string, n int64, budget ti
 		now := l.now()
 		d, err := l.table.Decide(ctx, key, now, n)
 		switch {
-		case d.RetryAfter == Never:
+		case d.RetryAfter == algo.Never:
 			return l.waitRefusal(n, d.RetryAfter, err, budget)
 		case err != nil:
 			l.errs.Add(1)

@@ -31,6 +31,17 @@ func ParsePolicy(s string) (Policy, error) {
 	return p, nil
 }
 
+// MustParsePolicy is ParsePolicy for policies written in the program, as
+// regexp.MustCompile is for expressions: it panics on an error. Parse
+// policies from input with ParsePolicy.
+func MustParsePolicy(s string) Policy {
+	p, err := ParsePolicy(s)
+	if err != nil {
+		panic("algo: " + err.Error())
+	}
+	return p
+}
+
 func parsePolicy(s string) (Policy, string) {
 	fields := strings.Fields(s)
 	if len(fields) < 2 {

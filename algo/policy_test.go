@@ -3,6 +3,7 @@ package algo_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -201,4 +202,16 @@ func FuzzParsePolicy(f *testing.F) {
 			t.Fatalf("ParsePolicy(%q).String() = %q parses to %v, %v", s, p.String(), q, err)
 		}
 	})
+}
+
+func TestMustParsePolicy(t *testing.T) {
+	if p := algo.MustParsePolicy("token-bucket 100/1m burst=20"); p.String() != "token-bucket 100/1m burst=20" {
+		t.Fatalf("MustParsePolicy: %v", p)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "invalid policy") {
+			t.Fatalf("MustParsePolicy of a bad policy: recovered %v, want a panic naming the problem", r)
+		}
+	}()
+	algo.MustParsePolicy("token-bucket 10/0s")
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/httplimit"
@@ -29,7 +31,7 @@ const (
 // URL and a client holding up to LoopbackConns connections to it.
 func loopback(tb testing.TB) (string, *http.Client) {
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	l := floodgate.NewLimiter(floodgate.FixedWindow(LoopbackLimit, time.Minute), floodgate.WithClock(fc))
+	l := floodgate.NewLimiter(algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1m", LoopbackLimit)), floodgate.WithClock(fc))
 	m := httplimit.New(l, httplimit.WithLogger(slog.New(slog.DiscardHandler)))
 	srv := httptest.NewServer(m.Handler(okHandler))
 	tb.Cleanup(srv.Close)

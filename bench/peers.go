@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/memstore"
@@ -105,14 +107,14 @@ type floodgateLimiter struct {
 const MaxKeys = 4 << 20
 
 func newFloodgate(q Quota) Limiter {
-	var p floodgate.Policy
+	var p algo.Policy
 	switch q {
 	case High:
-		p = floodgate.TokenBucket(1e9, time.Hour, 1e9)
+		p = algo.MustParsePolicy("token-bucket 1000000000/1h")
 	case Low:
-		p = floodgate.TokenBucket(10, time.Hour, 10)
+		p = algo.MustParsePolicy("token-bucket 10/1h")
 	case PerUser:
-		p = floodgate.TokenBucket(1000, 24*time.Hour, 1000)
+		p = algo.MustParsePolicy("token-bucket 1000/24h")
 	default:
 		panic(fmt.Sprint("bench: unknown quota ", q))
 	}

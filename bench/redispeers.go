@@ -1,7 +1,9 @@
 package bench
 
 import (
-	"time"
+	"fmt"
+
+	"github.com/floodgate/floodgate/algo"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/redisstore"
@@ -41,7 +43,7 @@ func newFloodgateRedis(c *redis.Client, prefix string) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := floodgate.TokenBucket(RedisRate, time.Second, RedisRate)
+	p := algo.MustParsePolicy(fmt.Sprintf("token-bucket %d/1s", RedisRate))
 	return floodgateLimiter{l: floodgate.NewLimiter(p, floodgate.WithStore(s))}, nil
 }
 

@@ -28,7 +28,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/internal/seconds"
 )
 
@@ -127,7 +128,7 @@ type Decision struct {
 	Allowed   bool
 	Remaining int64 // units the key would still admit now
 	// RetryAfter is 0 when allowed; else the wait after which the check
-	// would pass, or floodgate.Never.
+	// would pass, or algo.Never.
 	RetryAfter time.Duration
 	// ResetAfter is the time until the key is back to its initial state.
 	ResetAfter time.Duration
@@ -307,13 +308,13 @@ func (d decisionJSON) decision() (Decision, error) {
 }
 
 // duration reads the server's seconds exactly, to the nanosecond; -1 is
-// floodgate.Never.
+// algo.Never.
 func duration(n json.Number) (time.Duration, error) {
 	switch n {
 	case "":
 		return 0, nil
 	case "-1":
-		return floodgate.Never, nil
+		return algo.Never, nil
 	}
 	ns, err := seconds.Parse(string(n))
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/client"
 	"github.com/floodgate/floodgate/clock"
@@ -127,7 +126,7 @@ func TestCheckAllEach(t *testing.T) {
 // brokenStore fails every call.
 type brokenStore struct{}
 
-func (brokenStore) Table(string, floodgate.Policy) (store.Table, error) {
+func (brokenStore) Table(string, algo.Policy) (store.Table, error) {
 	return brokenStore{}, nil
 }
 func (brokenStore) Apply(context.Context, []store.Op) error     { return errors.New("down") }

@@ -16,7 +16,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"gopkg.in/yaml.v3"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 )
 
@@ -73,7 +72,7 @@ type rule struct {
 	// multiplier is a limit override's unit_multiplier (windows of
 	// multiplier units), when more than 1.
 	multiplier uint32
-	policy     floodgate.Policy // zero when unlimited or perUnit is 0
+	policy     algo.Policy // zero when unlimited or perUnit is 0
 	// upstream is true for the fixed-window rules, which answer exactly as
 	// envoyproxy/ratelimit's counters do (see the package documentation).
 	upstream bool
@@ -464,14 +463,14 @@ func (p *parser) rateLimit(m *yaml.Node, path string, shadow bool) *rule {
 		p.fail(at, "invalid rate limit unit '%s' (want second, minute, hour, day, week, month or year)", unitName)
 	}
 	r.unit, r.period = u.unit, u.period
-	a := floodgate.AlgFixedWindow
+	a := algo.FixedWindow
 	if algNode != nil {
 		var ok bool
 		if a, ok = algorithms[alg]; !ok {
 			p.fail(algNode, "unknown algorithm %q (want token-bucket, leaky-bucket, sliding-log, sliding-window or fixed-window)", alg)
 		}
 	}
-	r.upstream = a == floodgate.AlgFixedWindow
+	r.upstream = a == algo.FixedWindow
 	if r.perUnit == 0 {
 		if burstNode != nil {
 			p.fail(burstNode, "a rate_limit with requests_per_unit 0 blocks everything and takes no burst or capacity")
@@ -479,22 +478,22 @@ func (p *parser) rateLimit(m *yaml.Node, path string, shadow bool) *rule {
 		p.c.rules = append(p.c.rules, r)
 		return r
 	}
-	pol, err := floodgate.NewPolicy(a, int64(r.perUnit), r.period, burst)
+	pol, err := algo.New(a, int64(r.perUnit), r.period, burst)
 	if err != nil {
 		at := burstNode
 		if at == nil {
 			at = m
 		}
-		p.fail(at, "%s", strings.TrimPrefix(err.Error(), floodgate.ErrInvalidPolicy.Error()+": "))
+		p.fail(at, "%s", strings.TrimPrefix(err.Error(), algo.ErrInvalidPolicy.Error()+": "))
 	}
 	r.policy = pol
 	p.c.rules = append(p.c.rules, r)
 	return r
 }
 
-var algorithms = func() map[string]floodgate.Algorithm {
-	m := make(map[string]floodgate.Algorithm)
-	for _, a := range []floodgate.Algorithm{floodgate.AlgTokenBucket, floodgate.AlgLeakyBucket, floodgate.AlgSlidingLog, floodgate.AlgSlidingWindow, floodgate.AlgFixedWindow} {
+var algorithms = func() map[string]algo.Algorithm {
+	m := make(map[string]algo.Algorithm)
+	for _, a := range []algo.Algorithm{algo.TokenBucket, algo.LeakyBucket, algo.SlidingLog, algo.SlidingWindow, algo.FixedWindow} {
 		m[a.String()] = a
 	}
 	return m

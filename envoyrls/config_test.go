@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
-	"github.com/floodgate/floodgate"
 )
 
 // mustParse parses one file named test.yaml.
@@ -425,7 +425,7 @@ func TestDomainsOfNothing(t *testing.T) {
 // A rule's policy is floodgate's: the tables of equal rules are equal.
 func TestRulePolicies(t *testing.T) {
 	c := mustParse(t, everyFeature)
-	if r := ruleFor(t, c, "features", "bucket", "x"); r.policy != floodgate.TokenBucket(100, time.Minute, 20) {
+	if r := ruleFor(t, c, "features", "bucket", "x"); r.policy != algo.MustParsePolicy("token-bucket 100/1m burst=20") {
 		t.Errorf("policy = %v", r.policy)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/store"
@@ -86,7 +85,7 @@ type brokenStore struct {
 	err     error
 }
 
-func (s brokenStore) Table(name string, p floodgate.Policy) (store.Table, error) {
+func (s brokenStore) Table(name string, p algo.Policy) (store.Table, error) {
 	if name == s.refused {
 		return nil, fmt.Errorf("brokenStore: %w: cannot hold %q", store.ErrInvalidKey, name)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/store"
@@ -139,7 +138,7 @@ type gateStore struct {
 	entered, release chan struct{}
 }
 
-func (g *gateStore) Table(name string, p floodgate.Policy) (store.Table, error) {
+func (g *gateStore) Table(name string, p algo.Policy) (store.Table, error) {
 	t, err := g.Store.Table(name, p)
 	return gateTable{t, g}, err
 }

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/logthrottle"
@@ -65,7 +64,7 @@ type bound struct {
 
 type overrideKey struct {
 	domain string
-	policy floodgate.Policy
+	policy algo.Policy
 }
 
 type tableOrErr struct {
@@ -145,9 +144,9 @@ type Outcome struct {
 	// "api.tenant_acme.path_/upload/*"; the domain followed by
 	// " (override)" for a limit the request carried.
 	Rule   string
-	Name   string           // the rule's name, if it has one
-	Policy floodgate.Policy // the zero Policy for requests_per_unit 0
-	Hits   int64            // the descriptor's cost
+	Name   string      // the rule's name, if it has one
+	Policy algo.Policy // the zero Policy for requests_per_unit 0
+	Hits   int64       // the descriptor's cost
 	// Over reports whether the descriptor was over its limit; Code is
 	// the status's code, OK for an Over descriptor in shadow mode.
 	Over bool
@@ -456,7 +455,7 @@ func (s *Service) status(ctx context.Context, c *check, key string, now int64, d
 	case c.t.err != nil:
 		return nil, false, c.t.err
 	default:
-		if err != nil && !errors.Is(err, floodgate.ErrCostExceedsBurst) {
+		if err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
 			return nil, false, err
 		}
 		if !d.Allowed && r.upstream {
@@ -468,7 +467,7 @@ func (s *Service) status(ctx context.Context, c *check, key string, now int64, d
 		switch {
 		case over:
 			reset = d.RetryAfter
-			if reset == floodgate.Never {
+			if reset == algo.Never {
 				reset = d.ResetAfter
 			}
 		default:
@@ -558,7 +557,11 @@ func (s *Service) override(domainName string, o *ratelimitv3.RateLimitDescriptor
 	if r.perUnit > algo.MaxLimit {
 		return nil, tableOrErr{}, status.Errorf(codes.InvalidArgument, "limit override: requests_per_unit %d is more than the most, %d", r.perUnit, algo.MaxLimit)
 	}
-	r.policy = floodgate.FixedWindow(int64(r.perUnit), r.period)
+	p, err := algo.New(algo.FixedWindow, int64(r.perUnit), r.period, 0)
+	if err != nil {
+		return nil, tableOrErr{}, status.Errorf(codes.InvalidArgument, "limit override: %v", err)
+	}
+	r.policy = p
 	k := overrideKey{domainName, r.policy}
 	s.omu.Lock()
 	t, ok := s.overrides[k]

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/failsafe"
 
 	"github.com/floodgate/floodgate/memstore"
@@ -24,8 +26,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/floodgate/floodgate"
 )
 
 const basics = `
@@ -580,7 +580,7 @@ func TestNewServiceDefaults(t *testing.T) {
 		t.Errorf("got %s, want %s...", got, want)
 	}
 	var _ rlsv3.RateLimitServiceServer = s
-	_ = floodgate.Never
+	_ = algo.Never
 }
 
 func TestObserver(t *testing.T) {
@@ -592,7 +592,13 @@ func TestObserver(t *testing.T) {
 	call(t, s, request("d", descriptor("a", "x"), descriptor("none", "x"), descriptor("c", "x")))
 	call(t, s, request("d", descriptor("a", "x"), descriptor("soft", "x")))
 	call(t, s, request("d", descriptor("soft", "x")))
-	fw := floodgate.FixedWindow
+	fw := func(n int64, period time.Duration) algo.Policy {
+		p, err := algo.New(algo.FixedWindow, n, period, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	want := []Outcome{
 		{Domain: "d", Rule: "d.a", Policy: fw(1, time.Minute), Hits: 1, Code: rlsv3.RateLimitResponse_OK},
 		{Domain: "d", Rule: "d.a", Policy: fw(1, time.Minute), Hits: 1, Over: true, Code: rlsv3.RateLimitResponse_OVER_LIMIT},

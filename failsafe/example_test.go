@@ -31,7 +31,7 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	limiter := floodgate.NewLimiter(floodgate.MustParsePolicy("token-bucket 2/1s"),
+	limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 2/1s"),
 		floodgate.WithStore(fs), floodgate.WithName("api"))
 
 	for i := range 3 {
@@ -56,7 +56,7 @@ type unreachable struct{}
 
 var errUnreachable = errors.New("dial tcp 10.0.0.7:6379: connection refused")
 
-func (unreachable) Table(string, floodgate.Policy) (store.Table, error) {
+func (unreachable) Table(string, algo.Policy) (store.Table, error) {
 	return unreachable{}, nil
 }
 func (unreachable) Apply(context.Context, []store.Op) error     { return errUnreachable }
@@ -76,7 +76,7 @@ func ExampleMode() {
 			fmt.Println(err)
 			return
 		}
-		limiter := floodgate.NewLimiter(floodgate.MustParsePolicy("token-bucket 2/1s"),
+		limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 2/1s"),
 			floodgate.WithStore(fs), floodgate.WithClock(fc))
 		fmt.Printf("%s:", mode)
 		for range 3 {

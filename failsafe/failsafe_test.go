@@ -57,7 +57,7 @@ func remaining(t *testing.T, s *storetest.Flaky, name string, p algo.Policy, key
 	return peekStore(t, s.Inner(), name, p, key, now)
 }
 
-func peekStore(t *testing.T, s store.Store, name string, p floodgate.Policy, key string, now time.Time) int64 {
+func peekStore(t *testing.T, s store.Store, name string, p algo.Policy, key string, now time.Time) int64 {
 	t.Helper()
 	tb, err := s.Table(name, p)
 	if err != nil {
@@ -77,11 +77,11 @@ type failsafeCase struct {
 	shared *storetest.Flaky
 	local  *memstore.Store
 	fs     *failsafe.Store
-	p      floodgate.Policy
+	p      algo.Policy
 	l      *floodgate.Limiter
 }
 
-func newFailsafeCase(t *testing.T, p floodgate.Policy, o failsafe.Options) *failsafeCase {
+func newFailsafeCase(t *testing.T, p algo.Policy, o failsafe.Options) *failsafeCase {
 	t.Helper()
 	c := &failsafeCase{fc: newFake(), shared: storetest.NewFlaky(), local: memstore.New(0), p: p}
 	o.Clock, o.Local = c.fc, c.local
@@ -91,7 +91,7 @@ func newFailsafeCase(t *testing.T, p floodgate.Policy, o failsafe.Options) *fail
 }
 
 // table returns the failsafe store's table named name with policy p.
-func (c *failsafeCase) table(t *testing.T, name string, p floodgate.Policy) store.Table {
+func (c *failsafeCase) table(t *testing.T, name string, p algo.Policy) store.Table {
 	t.Helper()
 	tb, err := c.fs.Table(name, p)
 	if err != nil {
@@ -127,7 +127,7 @@ var failModes = []failsafe.Mode{failsafe.FailClosed, failsafe.FailOpen, failsafe
 // is down; FailLocal decides on the local table of the same name and
 // policy.
 func TestFailsafeModes(t *testing.T) {
-	p := floodgate.TokenBucket(3, time.Second, 3)
+	p := algo.MustParsePolicy("token-bucket 3/1s")
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newFailsafeCase(t, p, failsafe.Options{Mode: mode})
@@ -197,7 +197,7 @@ func TestFailsafeModes(t *testing.T) {
 // TestFailsafeBadInput: bad input is answered as the store answers it, up
 // or down, and is not a failure.
 func TestFailsafeBadInput(t *testing.T) {
-	p := floodgate.TokenBucket(3, time.Second, 3)
+	p := algo.MustParsePolicy("token-bucket 3/1s")
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newFailsafeCase(t, p, failsafe.Options{Mode: mode})
@@ -205,13 +205,13 @@ func TestFailsafeBadInput(t *testing.T) {
 			now := c.fc.Now().UnixNano()
 			check := func(state string, keyChecked bool) {
 				t.Helper()
-				if _, err := tb.Decide(ctx, "k", now, -1); !errors.Is(err, floodgate.ErrInvalidCost) {
+				if _, err := tb.Decide(ctx, "k", now, -1); !errors.Is(err, algo.ErrInvalidCost) {
 					t.Fatalf("%s, a negative cost: %v", state, err)
 				}
-				if _, err := tb.Decide(ctx, "k", -1, 1); !errors.Is(err, floodgate.ErrInvalidTime) {
+				if _, err := tb.Decide(ctx, "k", -1, 1); !errors.Is(err, algo.ErrInvalidTime) {
 					t.Fatalf("%s, a time before the epoch: %v", state, err)
 				}
-				if d, err := tb.Decide(ctx, "k", now, 4); !errors.Is(err, floodgate.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != floodgate.Never {
+				if d, err := tb.Decide(ctx, "k", now, 4); !errors.Is(err, algo.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != algo.Never {
 					t.Fatalf("%s, a cost above the burst: %+v, %v", state, d, err)
 				}
 				if _, err := tb.Decide(ctx, "k\x00", now, 1); keyChecked && !errors.Is(err, store.ErrInvalidKey) {
@@ -229,7 +229,7 @@ func TestFailsafeBadInput(t *testing.T) {
 					{Kind: store.OpSchedule, Table: tb, Key: "k", Now: algo.MaxTime + 1, N: 1},
 					{Kind: store.OpRefund, Table: tb, Key: "k", Now: now, N: 4},
 				} {
-					if err := c.fs.Apply(ctx, []store.Op{op}); !errors.Is(err, floodgate.ErrInvalidCost) && !errors.Is(err, floodgate.ErrInvalidTime) {
+					if err := c.fs.Apply(ctx, []store.Op{op}); !errors.Is(err, algo.ErrInvalidCost) && !errors.Is(err, algo.ErrInvalidTime) {
 						t.Fatalf("%s, Apply of a bad op %+v: %v", state, op, err)
 					}
 				}
@@ -271,7 +271,7 @@ func TestFailsafeBadInput(t *testing.T) {
 // store back. Each transition is logged once.
 func TestFailsafeRecovery(t *testing.T) {
 	var logs bytes.Buffer
-	p := floodgate.SlidingLog(1000, time.Minute)
+	p := algo.MustParsePolicy("sliding-log 1000/1m")
 	c := newFailsafeCase(t, p, failsafe.Options{Mode: failsafe.FailOpen,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: dropTime}))})
 	mustAllow(t, c.l, "k", 1)
@@ -294,7 +294,7 @@ func TestFailsafeRecovery(t *testing.T) {
 	if err := c.fs.Apply(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.l.AllowN(ctx, "k", 1001); !errors.Is(err, floodgate.ErrCostExceedsBurst) {
+	if _, err := c.l.AllowN(ctx, "k", 1001); !errors.Is(err, algo.ErrCostExceedsBurst) {
 		t.Fatalf("a cost above the burst while down: %v", err)
 	}
 	if st := c.fs.Stats(); !st.Down || c.shared.Calls() != 2 {
@@ -333,7 +333,7 @@ func dropTime(_ []string, a slog.Attr) slog.Attr {
 // to MaxCooldown; a recovery sets it back. FailClosed's RetryAfter is the
 // time until the next probe.
 func TestFailsafeCooldownDoubling(t *testing.T) {
-	p := floodgate.FixedWindow(10, time.Minute)
+	p := algo.MustParsePolicy("fixed-window 10/1m")
 	c := newFailsafeCase(t, p, failsafe.Options{Cooldown: time.Second, MaxCooldown: 4 * time.Second})
 	c.shared.Fail(errRefused)
 	at := func(d time.Duration) (floodgate.Decision, int64) {
@@ -380,7 +380,7 @@ func TestFailsafeCooldownDoubling(t *testing.T) {
 // probes and the others use the mode meanwhile; FailClosed tells them to
 // retry after the Timeout, within which the probe's outcome is known.
 func TestFailsafeOneProbe(t *testing.T) {
-	p := floodgate.TokenBucket(1000, time.Second, 1000)
+	p := algo.MustParsePolicy("token-bucket 1000/1s")
 	c := newFailsafeCase(t, p, failsafe.Options{Timeout: time.Minute})
 	c.trip(t)
 	c.fc.Advance(time.Second)
@@ -429,7 +429,7 @@ func TestFailsafeOneProbe(t *testing.T) {
 // TestFailsafeTimeout: a call that outlasts the Timeout is a failure; one
 // cut short by the caller's own context is not, and returns its error.
 func TestFailsafeTimeout(t *testing.T) {
-	p := floodgate.TokenBucket(10, time.Second, 10)
+	p := algo.MustParsePolicy("token-bucket 10/1s")
 	t.Run("timeout", func(t *testing.T) {
 		c := newFailsafeCase(t, p, failsafe.Options{Mode: failsafe.FailOpen, Timeout: time.Millisecond})
 		c.shared.Hang()
@@ -509,7 +509,7 @@ func TestFailsafeTimeout(t *testing.T) {
 // TestFailsafeStaleFailure: a call that began before an outage and fails
 // after the recovery does not take the store down again.
 func TestFailsafeStaleFailure(t *testing.T) {
-	c := newFailsafeCase(t, floodgate.FixedWindow(10, time.Minute), failsafe.Options{Mode: failsafe.FailOpen, Timeout: -1})
+	c := newFailsafeCase(t, algo.MustParsePolicy("fixed-window 10/1m"), failsafe.Options{Mode: failsafe.FailOpen, Timeout: -1})
 	var down atomic.Bool
 	entered, release := make(chan struct{}), make(chan struct{})
 	c.shared.Set(func(_ context.Context, key string) error {
@@ -548,8 +548,8 @@ func TestFailsafeStaleFailure(t *testing.T) {
 
 // TestFailsafeApply: batches in each mode while the store is down.
 func TestFailsafeApply(t *testing.T) {
-	pa := floodgate.TokenBucket(1, time.Hour, 2)
-	pb := floodgate.FixedWindow(1, time.Hour)
+	pa := algo.MustParsePolicy("token-bucket 1/1h burst=2")
+	pb := algo.MustParsePolicy("fixed-window 1/1h")
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newFailsafeCase(t, pa, failsafe.Options{Mode: mode})
@@ -568,7 +568,7 @@ func TestFailsafeApply(t *testing.T) {
 				}
 				return ops, err
 			}
-			local := func(name string, p floodgate.Policy) int64 {
+			local := func(name string, p algo.Policy) int64 {
 				t.Helper()
 				return peekStore(t, c.local, name, p, "k", c.fc.Now())
 			}
@@ -639,7 +639,7 @@ func TestFailsafeApply(t *testing.T) {
 // TestFailsafeRefundAcrossFailover: a refund goes to the store that
 // admitted its units, if that one is deciding, and nowhere otherwise.
 func TestFailsafeRefundAcrossFailover(t *testing.T) {
-	p := floodgate.TokenBucket(1, time.Hour, 1)
+	p := algo.MustParsePolicy("token-bucket 1/1h")
 	c := newFailsafeCase(t, p, failsafe.Options{Mode: failsafe.FailLocal})
 	reserve := func(key string) *floodgate.Reservation {
 		t.Helper()
@@ -694,13 +694,13 @@ func TestFailsafeRefundAcrossFailover(t *testing.T) {
 // TestFailsafeAllowAll: several limits on a failing store, and with limits
 // on another store: all or nothing, whatever the mode.
 func TestFailsafeAllowAll(t *testing.T) {
-	user := floodgate.SlidingLog(2, time.Minute)
+	user := algo.MustParsePolicy("sliding-log 2/1m")
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newFailsafeCase(t, user, failsafe.Options{Mode: mode})
 			other := memstore.New(0)
-			global := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Minute), floodgate.WithStore(other), floodgate.WithClock(c.fc))
-			perIP := floodgate.NewLimiter(floodgate.SlidingLog(1, time.Minute), floodgate.WithStore(c.fs), floodgate.WithClock(c.fc))
+			global := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(other), floodgate.WithClock(c.fc))
+			perIP := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 1/1m"), floodgate.WithStore(c.fs), floodgate.WithClock(c.fc))
 			c.trip(t)
 			check := func(checks ...floodgate.Check) (floodgate.MultiDecision, error) {
 				t.Helper()
@@ -759,7 +759,7 @@ func TestFailsafeAllowAll(t *testing.T) {
 // TestFailsafeUpPathAllocs: while the store is up, deciding through the
 // wrapper allocates nothing of its own when no Timeout context is needed.
 func TestFailsafeUpPathAllocs(t *testing.T) {
-	p := floodgate.TokenBucket(1_000_000, time.Second, 1_000_000)
+	p := algo.MustParsePolicy("token-bucket 1000000/1s")
 	for _, c := range []struct {
 		name    string
 		timeout time.Duration
@@ -788,7 +788,7 @@ func TestFailsafeUpPathAllocs(t *testing.T) {
 // TestFailsafeOptions: the zero options, bad ones, and a MaxCooldown below
 // the Cooldown.
 func TestFailsafeOptions(t *testing.T) {
-	p := floodgate.FixedWindow(1, time.Minute)
+	p := algo.MustParsePolicy("fixed-window 1/1m")
 	fs := newFailsafe(t, memstore.New(0), failsafe.Options{})
 	if fs.Mode() != failsafe.FailClosed || fs.Mode().String() != "closed" {
 		t.Fatalf("the zero options' mode: %v", fs.Mode())
@@ -826,8 +826,8 @@ func TestFailsafeConformance(t *testing.T) {
 // store while it is up and by the mode while it is down, where FailLocal
 // too decides each op alone.
 func TestFailsafeApplyEach(t *testing.T) {
-	pa := floodgate.TokenBucket(1, time.Hour, 2)
-	pb := floodgate.FixedWindow(1, time.Hour)
+	pa := algo.MustParsePolicy("token-bucket 1/1h burst=2")
+	pb := algo.MustParsePolicy("fixed-window 1/1h")
 	for _, mode := range failModes {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newFailsafeCase(t, pa, failsafe.Options{Mode: mode})

@@ -4,7 +4,7 @@ import "errors"
 
 // Errors of the file store, wrapped with details; test for them with
 // errors.Is. The store also returns the floodgate sentinels for bad input
-// (floodgate.ErrInvalidTime, ErrInvalidCost, ErrInvalidKey,
+// (algo.ErrInvalidTime, ErrInvalidCost, ErrInvalidKey,
 // ErrForeignTable), and wraps the operating system's and bbolt's errors
 // when the file cannot be read or written.
 var (

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/filestore"
@@ -24,7 +26,7 @@ func Example_runs() {
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "state.db")
-	policy := floodgate.MustParsePolicy("leaky-bucket 1/1h capacity=2")
+	policy := algo.MustParsePolicy("leaky-bucket 1/1h capacity=2")
 	fc := clock.NewFake(time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)) // omit WithClock in production
 
 	for run := range 3 {

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/filestore"
 	bolt "go.etcd.io/bbolt"
 )
@@ -181,7 +182,7 @@ func TestChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	tb, err := s.Table("n", floodgate.MustParsePolicy(os.Getenv("CHILD_POLICY")))
+	tb, err := s.Table("n", algo.MustParsePolicy(os.Getenv("CHILD_POLICY")))
 	if err != nil {
 		t.Fatal(err)
 	}

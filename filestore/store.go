@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/tablename"
 	"github.com/floodgate/floodgate/store"
@@ -39,7 +38,7 @@ type Store struct {
 
 type tableKey struct {
 	name string
-	p    floodgate.Policy
+	p    algo.Policy
 }
 
 // fileMode is the permission of a new file, before the umask, as with
@@ -191,9 +190,9 @@ func (s *Store) Path() string { return s.path }
 // is not the policy's own string (the default name). A name longer than
 // a bucket name may be (bolt.MaxKeySize bytes, escaped) is refused with
 // an error wrapping store.ErrInvalidKey.
-func (s *Store) Table(name string, p floodgate.Policy) (store.Table, error) {
+func (s *Store) Table(name string, p algo.Policy) (store.Table, error) {
 	if p.IsZero() {
-		return nil, fmt.Errorf("filestore: %w: the zero Policy", floodgate.ErrInvalidPolicy)
+		return nil, fmt.Errorf("filestore: %w: the zero Policy", algo.ErrInvalidPolicy)
 	}
 	s.tmu.Lock()
 	defer s.tmu.Unlock()

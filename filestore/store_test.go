@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/store"
@@ -43,7 +42,7 @@ func openStore(t testing.TB, path string, opts ...filestore.Option) *filestore.S
 
 func table(t testing.TB, s store.Store, name, policy string) store.Table {
 	t.Helper()
-	tb, err := s.Table(name, floodgate.MustParsePolicy(policy))
+	tb, err := s.Table(name, algo.MustParsePolicy(policy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +283,7 @@ func TestCorruptValue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fw := floodgate.MustParsePolicy("fixed-window 5/1m")
+	fw := algo.MustParsePolicy("fixed-window 5/1m")
 	update(t, path, func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("n@token-bucket 5/1m"))
 		if b == nil {
@@ -363,10 +362,10 @@ func TestBadKeys(t *testing.T) {
 	if n := keyCounts(t, path)["n@fixed-window 1/1m"]; n != len(keys) {
 		t.Fatalf("%d keys stored, want %d", n, len(keys))
 	}
-	if _, err := s.Table(strings.Repeat("n", bolt.MaxKeySize), floodgate.MustParsePolicy("fixed-window 1/1m")); !errors.Is(err, store.ErrInvalidKey) {
+	if _, err := s.Table(strings.Repeat("n", bolt.MaxKeySize), algo.MustParsePolicy("fixed-window 1/1m")); !errors.Is(err, store.ErrInvalidKey) {
 		t.Fatalf("a limiter name too long for a bucket: %v", err)
 	}
-	if _, err := s.Table("n", floodgate.Policy{}); !errors.Is(err, floodgate.ErrInvalidPolicy) {
+	if _, err := s.Table("n", algo.Policy{}); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Fatalf("the zero Policy: %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/logthrottle"
 	"github.com/floodgate/floodgate/internal/seconds"
@@ -303,7 +305,7 @@ func (i *Interceptor) check(ctx context.Context, method string, req any) (contex
 	md := &dc.md
 	if err != nil {
 		switch {
-		case errors.Is(err, floodgate.ErrCostExceedsBurst):
+		case errors.Is(err, algo.ErrCostExceedsBurst):
 			// A denial, whose RetryAfter is Never.
 		case md.Allowed:
 			i.servedOnError.Add(1)
@@ -348,14 +350,14 @@ func binding(md *floodgate.MultiDecision) int {
 func (i *Interceptor) denial(dc *decisionContext) error {
 	md := &dc.md
 	var msg string
-	if md.RetryAfter == floodgate.Never {
+	if md.RetryAfter == algo.Never {
 		msg = "rate limit exceeded: the call costs more than the limit allows at once"
 	} else {
 		msg = "rate limit exceeded: retry in " + strconv.FormatInt(max(seconds.Ceil(md.RetryAfter), 1), 10) + "s"
 	}
 	st := status.New(codes.ResourceExhausted, msg)
 	var details []protoadapt.MessageV1
-	if md.RetryAfter != floodgate.Never {
+	if md.RetryAfter != algo.Never {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(md.RetryAfter)})
 	}
 	if i.quotaFailure {
@@ -410,10 +412,10 @@ func (i *Interceptor) limiterError(ctx context.Context, method string, err error
 	switch {
 	case errors.Is(err, store.ErrInvalidKey):
 		return status.Error(codes.InvalidArgument, "the call does not say who is making it, so it cannot be rate-limited")
-	case errors.Is(err, floodgate.ErrInvalidCost):
+	case errors.Is(err, algo.ErrInvalidCost):
 		return status.Error(codes.Internal, "the server could not rate-limit this call")
 	}
-	if retry <= 0 || retry == floodgate.Never {
+	if retry <= 0 || retry == algo.Never {
 		retry = time.Second
 	}
 	st := status.New(codes.Unavailable, "the rate limiter is unavailable: retry later")

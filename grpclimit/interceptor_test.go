@@ -41,7 +41,7 @@ const (
 
 func newLimiter(t testing.TB, policy string, opts ...floodgate.Option) *floodgate.Limiter {
 	t.Helper()
-	p, err := floodgate.ParsePolicy(policy)
+	p, err := algo.ParsePolicy(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,8 +199,8 @@ func TestQuotaFailure(t *testing.T) {
 
 func TestPerMethod(t *testing.T) {
 	fc := clock.NewFake(t0)
-	checks := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Minute), floodgate.WithName("checks"), floodgate.WithClock(fc))
-	all := floodgate.NewLimiter(floodgate.FixedWindow(3, time.Minute), floodgate.WithName("all"), floodgate.WithClock(fc))
+	checks := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("checks"), floodgate.WithClock(fc))
+	all := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 3/1m"), floodgate.WithName("all"), floodgate.WithClock(fc))
 	i := NewAll([]Limit{
 		{Limiter: checks, Methods: []string{checkMethod}},
 		{Limiter: all, Methods: []string{service}},
@@ -369,7 +369,7 @@ type brokenStore struct{}
 
 var errBroken = errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
 
-func (brokenStore) Table(string, floodgate.Policy) (store.Table, error) {
+func (brokenStore) Table(string, algo.Policy) (store.Table, error) {
 	return brokenStore{}, nil
 }
 func (brokenStore) Apply(context.Context, []store.Op) error     { return errBroken }
@@ -397,7 +397,7 @@ func TestLimiterError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := clock.NewFake(t0)
-			l := floodgate.NewLimiter(floodgate.FixedWindow(5, time.Minute), floodgate.WithStore(tc.store(fc)),
+			l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithStore(tc.store(fc)),
 				floodgate.WithClock(fc), floodgate.WithDryRun(tc.dry))
 			var buf bytes.Buffer
 			var mu sync.Mutex

@@ -4,7 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
+
+	"github.com/floodgate/floodgate/algo"
 
 	"github.com/floodgate/floodgate"
 )
@@ -32,7 +33,7 @@ func benchHandler(b *testing.B, h http.Handler) {
 // BenchmarkHandler: one request on one key through the middleware:
 // admitted (a quota no run exhausts), denied, and two limits at once.
 func BenchmarkHandler(b *testing.B) {
-	high := floodgate.TokenBucket(1e9, time.Hour, 1e9)
+	high := algo.MustParsePolicy("token-bucket 1000000000/1h")
 	b.Run("bare", func(b *testing.B) { benchHandler(b, nop) })
 	b.Run("admitted", func(b *testing.B) {
 		benchHandler(b, New(floodgate.NewLimiter(high)).Handler(nop))
@@ -41,7 +42,7 @@ func BenchmarkHandler(b *testing.B) {
 		benchHandler(b, New(floodgate.NewLimiter(high), WithHeaders(RateLimitHeaders|LegacyHeaders)).Handler(nop))
 	})
 	b.Run("denied", func(b *testing.B) {
-		l := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Hour))
+		l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1h"))
 		benchHandler(b, New(l, WithLogger(nil)).Handler(nop))
 	})
 	b.Run("all2", func(b *testing.B) {

@@ -26,7 +26,7 @@ type brokenStore struct{}
 
 var errBroken = errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
 
-func (brokenStore) Table(string, floodgate.Policy) (store.Table, error) {
+func (brokenStore) Table(string, algo.Policy) (store.Table, error) {
 	return brokenStore{}, nil
 }
 func (brokenStore) Apply(context.Context, []store.Op) error     { return errBroken }
@@ -54,7 +54,7 @@ func checkNoLeak(t *testing.T, rec *httptest.ResponseRecorder) {
 }
 
 func TestStoreFailure(t *testing.T) {
-	p := floodgate.FixedWindow(2, time.Minute)
+	p := algo.MustParsePolicy("fixed-window 2/1m")
 	for _, tc := range []struct {
 		name       string
 		store      func(*clock.Fake) store.Store
@@ -121,9 +121,9 @@ func TestStoreFailure(t *testing.T) {
 
 func TestStoreFailureNewAll(t *testing.T) {
 	fc := clock.NewFake(t0)
-	local := floodgate.NewLimiter(floodgate.FixedWindow(5, time.Minute), floodgate.WithName("local"), floodgate.WithClock(fc))
+	local := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("local"), floodgate.WithClock(fc))
 	closed := newFailsafe(brokenStore{}, failsafe.Options{Cooldown: 3 * time.Second, Clock: fc})
-	shared := floodgate.NewLimiter(floodgate.FixedWindow(5, time.Minute), floodgate.WithName("shared"),
+	shared := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("shared"),
 		floodgate.WithStore(closed), floodgate.WithClock(fc))
 	m := NewAll([]Limit{{Limiter: local}, {Limiter: shared}}, WithLogger(newDiscardLogger()))
 	rec := httptest.NewRecorder()
@@ -159,7 +159,7 @@ func TestRedisDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := newFailsafe(rs, failsafe.Options{Mode: tc.mode, Timeout: time.Second})
-			l := floodgate.NewLimiter(floodgate.FixedWindow(100, time.Hour), floodgate.WithStore(store))
+			l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1h"), floodgate.WithStore(store))
 			m := New(l, WithLogger(newDiscardLogger()))
 			web := server(t, m.Handler(ok))
 			if res := get(t, web.URL); res.status != 200 {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/seconds"
 )
@@ -66,7 +68,7 @@ func sfString(s string) string {
 // PERIOD in seconds when PERIOD is whole seconds; otherwise w is PERIOD
 // rounded up to whole seconds and q the units p allows in w, rounded down
 // (10 per 100ms is q=100;w=1), since w is an integer number of seconds.
-func quotaWindow(p floodgate.Policy) (q, w int64) {
+func quotaWindow(p algo.Policy) (q, w int64) {
 	period := p.Period()
 	if period%time.Second == 0 {
 		return p.Limit(), int64(period / time.Second)
@@ -88,7 +90,7 @@ func quotaWindow(p floodgate.Policy) (q, w int64) {
 func standing(d floodgate.Decision, n int64, deniedAll bool) (r, t int64) {
 	r, wait := d.Remaining, d.ResetAfter
 	switch {
-	case !d.Allowed && d.RetryAfter != floodgate.Never:
+	case !d.Allowed && d.RetryAfter != algo.Never:
 		wait = d.RetryAfter
 	case d.Allowed && deniedAll && !d.DryRun:
 		r += n
@@ -138,7 +140,7 @@ func decided(d *floodgate.Decision) bool { return !d.Policy().IsZero() }
 // a client waiting that long is never early; at least 1. Never, for a
 // request that can never be admitted, sets nothing.
 func setRetryAfter(h http.Header, d time.Duration) {
-	if d == floodgate.Never {
+	if d == algo.Never {
 		return
 	}
 	h[hRetryAfter] = []string{strconv.FormatInt(max(seconds.Ceil(d), 1), 10)}

@@ -8,7 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/floodgate/floodgate/algo"
 
 	"github.com/floodgate/floodgate"
 )
@@ -84,7 +85,7 @@ func TestKeyFuncs(t *testing.T) {
 }
 
 func TestKeyErrorStatus(t *testing.T) {
-	p := floodgate.FixedWindow(5, time.Minute)
+	p := algo.MustParsePolicy("fixed-window 5/1m")
 	broken := errors.New("session store down")
 	for _, tc := range []struct {
 		name   string

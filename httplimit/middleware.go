@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/logthrottle"
 	"github.com/floodgate/floodgate/store"
@@ -296,7 +298,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		case keyErr:
 			m.keyError(w, r, err)
 			return
-		case errors.Is(err, floodgate.ErrCostExceedsBurst):
+		case errors.Is(err, algo.ErrCostExceedsBurst):
 			// A denial, whose RetryAfter is Never.
 		case dc.md.Allowed:
 			m.servedOnError.Add(1)
@@ -454,10 +456,10 @@ func (m *Middleware) limiterError(w http.ResponseWriter, r *http.Request, err er
 	switch {
 	case errors.Is(err, store.ErrInvalidKey):
 		problem(w, r, http.StatusBadRequest, "The request does not say who is making it, so it cannot be rate-limited.")
-	case errors.Is(err, floodgate.ErrInvalidCost):
+	case errors.Is(err, algo.ErrInvalidCost):
 		problem(w, r, http.StatusInternalServerError, "The server could not rate-limit this request.")
 	default:
-		if retry <= 0 || retry == floodgate.Never {
+		if retry <= 0 || retry == algo.Never {
 			retry = retryAfterOnError
 		}
 		setRetryAfter(w.Header(), retry)

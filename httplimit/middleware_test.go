@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/dunglas/httpsfv"
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
@@ -30,7 +32,7 @@ var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 // newLimiter returns a limiter of policy on a fake clock at t0.
 func newLimiter(t testing.TB, policy string, opts ...floodgate.Option) (*floodgate.Limiter, *clock.Fake) {
 	t.Helper()
-	p, err := floodgate.ParsePolicy(policy)
+	p, err := algo.ParsePolicy(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,9 +200,9 @@ func TestRateLimitPolicyField(t *testing.T) {
 
 func TestPolicyNames(t *testing.T) {
 	fc := clock.NewFake(t0)
-	named := floodgate.NewLimiter(floodgate.FixedWindow(10, time.Minute), floodgate.WithName("per-user"), floodgate.WithClock(fc))
-	plain := floodgate.NewLimiter(floodgate.FixedWindow(100, time.Minute), floodgate.WithClock(fc))
-	plain2 := floodgate.NewLimiter(floodgate.FixedWindow(1000, time.Hour), floodgate.WithClock(fc))
+	named := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 10/1m"), floodgate.WithName("per-user"), floodgate.WithClock(fc))
+	plain := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1m"), floodgate.WithClock(fc))
+	plain2 := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1000/1h"), floodgate.WithClock(fc))
 	m := NewAll([]Limit{{Limiter: named}, {Limiter: plain}, {Limiter: plain2}, {Limiter: plain, Name: "per-user", Key: Global}})
 	rec := httptest.NewRecorder()
 	m.Handler(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
@@ -547,8 +549,8 @@ func TestCost(t *testing.T) {
 
 func TestNewAllAllOrNothing(t *testing.T) {
 	fc := clock.NewFake(t0)
-	perUser := floodgate.NewLimiter(floodgate.FixedWindow(2, time.Minute), floodgate.WithName("per-user"), floodgate.WithClock(fc))
-	global := floodgate.NewLimiter(floodgate.FixedWindow(3, time.Minute), floodgate.WithName("global"), floodgate.WithClock(fc))
+	perUser := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithName("per-user"), floodgate.WithClock(fc))
+	global := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 3/1m"), floodgate.WithName("global"), floodgate.WithClock(fc))
 	m := NewAll([]Limit{
 		{Limiter: perUser, Key: ByHeader("X-User")},
 		{Limiter: global, Key: Global},
@@ -599,8 +601,8 @@ func TestNewAllAllOrNothing(t *testing.T) {
 // neither in RateLimit nor among the violated policies.
 func TestNewAllDryRunLimit(t *testing.T) {
 	fc := clock.NewFake(t0)
-	enforced := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Minute), floodgate.WithName("enforced"), floodgate.WithClock(fc))
-	shadow := floodgate.NewLimiter(floodgate.FixedWindow(1, time.Minute), floodgate.WithName("shadow"),
+	enforced := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("enforced"), floodgate.WithClock(fc))
+	shadow := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("shadow"),
 		floodgate.WithDryRun(true), floodgate.WithClock(fc))
 	log, _ := newLogger()
 	m := NewAll([]Limit{{Limiter: shadow}, {Limiter: enforced}}, WithLogger(log))
@@ -622,8 +624,8 @@ func TestNewAllDryRunLimit(t *testing.T) {
 
 func TestNewAllDefaultKeyOnce(t *testing.T) {
 	fc := clock.NewFake(t0)
-	a := floodgate.NewLimiter(floodgate.FixedWindow(5, time.Minute), floodgate.WithName("a"), floodgate.WithClock(fc))
-	b := floodgate.NewLimiter(floodgate.FixedWindow(5, time.Minute), floodgate.WithName("b"), floodgate.WithClock(fc))
+	a := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("a"), floodgate.WithClock(fc))
+	b := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("b"), floodgate.WithClock(fc))
 	calls := 0
 	m := NewAll([]Limit{{Limiter: a}, {Limiter: b, Cost: func(*http.Request) int64 { return 2 }}},
 		WithKey(func(*http.Request) (string, error) { calls++; return "k", nil }))

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/seconds"
 )
@@ -28,7 +30,7 @@ func (m *Middleware) deny(w http.ResponseWriter, r *http.Request, md *floodgate.
 		return
 	}
 	var detail string
-	if md.RetryAfter == floodgate.Never {
+	if md.RetryAfter == algo.Never {
 		detail = "This request costs more than the rate limit allows at once: it can never be admitted."
 	} else {
 		s := max(seconds.Ceil(md.RetryAfter), 1)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 )
@@ -21,7 +20,7 @@ func FuzzMemoryApply(f *testing.F) {
 	f.Add([]byte("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c"))
 	f.Add([]byte("\x81\x00\x10\x42\x33\xc4\x05\x96\x07\xf8\x29\x0a\x0b\x0c\x33\x44"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		policies := []floodgate.Policy{floodgate.TokenBucket(3, time.Second, 4), floodgate.SlidingLog(3, time.Second)}
+		policies := []algo.Policy{algo.MustParsePolicy("token-bucket 3/1s burst=4"), algo.MustParsePolicy("sliding-log 3/1s")}
 		mem := memstore.New(0)
 		tables := make([]store.Table, len(policies))
 		for i, p := range policies {

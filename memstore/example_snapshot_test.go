@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -16,7 +18,7 @@ import (
 func ExampleStore_WriteSnapshot() {
 	ctx := context.Background()
 	t := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	sms := floodgate.MustParsePolicy("leaky-bucket 1/1h capacity=20")
+	sms := algo.MustParsePolicy("leaky-bucket 1/1h capacity=20")
 
 	before := memstore.New(0)
 	l := floodgate.NewLimiter(sms, floodgate.WithStore(before))

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -32,9 +34,9 @@ func snapshotLimiters(t *testing.T, store store.Store) []*floodgate.Limiter {
 	t.Helper()
 	var ls []*floodgate.Limiter
 	for i, ps := range snapshotPolicies {
-		ls = append(ls, floodgate.NewLimiter(floodgate.MustParsePolicy(ps), floodgate.WithStore(store), floodgate.WithName(fmt.Sprint("l", i))))
+		ls = append(ls, floodgate.NewLimiter(algo.MustParsePolicy(ps), floodgate.WithStore(store), floodgate.WithName(fmt.Sprint("l", i))))
 	}
-	return append(ls, floodgate.NewLimiter(floodgate.MustParsePolicy(snapshotPolicies[0]), floodgate.WithStore(store), floodgate.WithName("other")))
+	return append(ls, floodgate.NewLimiter(algo.MustParsePolicy(snapshotPolicies[0]), floodgate.WithStore(store), floodgate.WithName("other")))
 }
 
 // A snapshot restored into another store decides every key of every
@@ -90,7 +92,7 @@ func TestSnapshotSkipsDrained(t *testing.T) {
 	ctx := context.Background()
 	for _, ps := range snapshotPolicies {
 		t.Run(ps, func(t *testing.T) {
-			p := floodgate.MustParsePolicy(ps)
+			p := algo.MustParsePolicy(ps)
 			orig := memstore.New(0)
 			l := floodgate.NewLimiter(p, floodgate.WithStore(orig))
 			// Key i is decided at 3i periods, and drains ResetAfter (at
@@ -157,7 +159,7 @@ func snapshotOf(t testing.TB) []byte {
 	ctx := context.Background()
 	s := memstore.New(0)
 	for i, ps := range snapshotPolicies {
-		l := floodgate.NewLimiter(floodgate.MustParsePolicy(ps), floodgate.WithStore(s), floodgate.WithName(fmt.Sprint("l", i)))
+		l := floodgate.NewLimiter(algo.MustParsePolicy(ps), floodgate.WithStore(s), floodgate.WithName(fmt.Sprint("l", i)))
 		for k := range 3 {
 			if _, err := l.AllowAt(ctx, fmt.Sprint("k", k), snapT0, 2); err != nil {
 				t.Fatal(err)
@@ -197,7 +199,7 @@ func TestSnapshotCorrupt(t *testing.T) {
 		{"bad policy", sealed([]byte("FGSNAP\x01t\x01a\x04nope\x00\x01\x00"))},
 		{"overlong string", sealed([]byte("FGSNAP\x01t\x01a\x7fnope"))},
 		// A token-bucket table holding a fixed-window state.
-		{"state of another algorithm", sealed([]byte(fmt.Sprintf("FGSNAP\x01t\x01a\x1btoken-bucket 10/1s burst=20k\x01k\x05\x01%c\x01\x01\x00e\x01\x01", byte(floodgate.MustParsePolicy("fixed-window 1/1s").Algorithm()))))},
+		{"state of another algorithm", sealed([]byte(fmt.Sprintf("FGSNAP\x01t\x01a\x1btoken-bucket 10/1s burst=20k\x01k\x05\x01%c\x01\x01\x00e\x01\x01", byte(algo.MustParsePolicy("fixed-window 1/1s").Algorithm()))))},
 		{"bad state", sealed([]byte("FGSNAP\x01t\x01a\x1btoken-bucket 10/1s burst=20k\x01k\x02\x09\x09e\x01\x01"))},
 	}
 	for i := range len(good) {
@@ -210,7 +212,7 @@ func TestSnapshotCorrupt(t *testing.T) {
 	}
 	for _, c := range cases {
 		s := memstore.New(0)
-		l := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s))
+		l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s))
 		if _, err := l.AllowAt(context.Background(), "mine", snapT0, 1); err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
@@ -506,7 +505,7 @@ func decodeOp(op *store.Op, now int64, v *[opFields]int64) {
 	}
 	if code == 2 {
 		burst := op.Table.(*table).policy.Burst()
-		op.Result.Err = fmt.Errorf("redisstore: %w: cost %d, burst %d", floodgate.ErrCostExceedsBurst, op.N, burst)
+		op.Result.Err = fmt.Errorf("redisstore: %w: cost %d, burst %d", algo.ErrCostExceedsBurst, op.N, burst)
 	}
 }
 

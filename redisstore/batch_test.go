@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/store"
@@ -29,7 +28,7 @@ func TestCallsWaitingLeaveInOneScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, _ := s.Table("x", floodgate.MustParsePolicy("sliding-log 40/1h"))
+	tb, _ := s.Table("x", algo.MustParsePolicy("sliding-log 40/1h"))
 	if _, err := tb.Decide(ctx, "warm", 1e9, 1); err != nil { // loads the script
 		t.Fatal(err)
 	}
@@ -126,7 +125,7 @@ func scriptCalls(t *testing.T, c *redis.Client) int {
 // problem, for every op of the calls, and sets no op.
 func TestCorruptReply(t *testing.T) {
 	s := &Store{}
-	tb := &table{policy: floodgate.TokenBucket(10, time.Second, 10)}
+	tb := &table{policy: algo.MustParsePolicy("token-bucket 10/1s")}
 	doubles := func(vs ...float64) string {
 		var b []byte
 		for _, v := range vs {
@@ -175,7 +174,7 @@ func TestCorruptReply(t *testing.T) {
 // FuzzReply: any reply, however malformed, is decoded without a panic,
 // and is either an error for every op or sets each op.
 func FuzzReply(f *testing.F) {
-	tb := &table{policy: floodgate.TokenBucket(10, time.Second, 10)}
+	tb := &table{policy: algo.MustParsePolicy("token-bucket 10/1s")}
 	doubles := func(vs ...float64) []byte {
 		var b []byte
 		for _, v := range vs {
@@ -212,7 +211,7 @@ func TestCallerLeavesWhileOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, _ := s.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
+	tb, _ := s.Table("x", algo.MustParsePolicy("fixed-window 5/1h"))
 	if _, err := tb.Decide(ctx, "warm", 1e9, 1); err != nil { // loads the script
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import "errors"
 
 // Errors of the Redis store, wrapped with details; test for them with
 // errors.Is. The store also returns the floodgate sentinels for bad input
-// (floodgate.ErrInvalidTime, ErrInvalidCost, ErrForeignTable), and wraps
+// (algo.ErrInvalidTime, ErrInvalidCost, ErrForeignTable), and wraps
 // the client's errors when Redis fails.
 var (
 	// ErrInvalidOption is returned by New for an option out of range.

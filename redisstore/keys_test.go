@@ -27,7 +27,7 @@ func TestExpiryIsExactWithServerTime(t *testing.T) {
 	c := testClient(t)
 	s := newStore(t, c)
 	for _, policy := range []string{"token-bucket 3/1h burst=5", "fixed-window 5/1h", "sliding-window 5/1h"} {
-		p := floodgate.MustParsePolicy(policy)
+		p := algo.MustParsePolicy(policy)
 		l := floodgate.NewLimiter(p, floodgate.WithStore(s))
 		// The first decision sets the expiry; the second moves it (a
 		// bucket) or keeps it (a window's count in the same window, which
@@ -48,14 +48,14 @@ func TestExpiryIsExactWithServerTime(t *testing.T) {
 			}
 			var resetAt int64 // algo.Policy.ResetAt of the stored state
 			switch p.Algorithm() {
-			case floodgate.AlgTokenBucket:
+			case algo.TokenBucket:
 				resetAt = start
 				if x > 0 {
 					resetAt++
 				}
-			case floodgate.AlgFixedWindow:
+			case algo.FixedWindow:
 				resetAt = start + int64(p.Period())
-			case floodgate.AlgSlidingWindow:
+			case algo.SlidingWindow:
 				resetAt = start + 2*int64(p.Period())
 			}
 			want := (resetAt + 1e6 - 1) / 1e6
@@ -102,7 +102,7 @@ func encodeState(alg byte, fields ...float64) string {
 }
 
 // redisKey is where s keeps key of the limiter named by p's string.
-func redisKey(t *testing.T, s *redisstore.Store, p floodgate.Policy, key string) string {
+func redisKey(t *testing.T, s *redisstore.Store, p algo.Policy, key string) string {
 	t.Helper()
 	tb, err := s.Table(p.String(), p)
 	if err != nil {
@@ -118,7 +118,7 @@ func TestServerClockStamps(t *testing.T) {
 	s := newStore(t, c)
 	for _, policy := range []string{"token-bucket 10/1h", "leaky-bucket 10/1h", "sliding-log 10/1h",
 		"sliding-window 10/1h", "fixed-window 10/1h"} {
-		p := floodgate.MustParsePolicy(policy)
+		p := algo.MustParsePolicy(policy)
 		tb, _ := s.Table(policy, p)
 		before := c.Time(ctx).Val().UnixNano()
 		ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: 42, N: 4}}
@@ -130,7 +130,7 @@ func TestServerClockStamps(t *testing.T) {
 		if st.At < before || st.At > after {
 			t.Errorf("%s: stamp at %d, not within Redis's %d..%d", policy, st.At, before, after)
 		}
-		if p.Algorithm() == floodgate.AlgTokenBucket || p.Algorithm() == floodgate.AlgLeakyBucket {
+		if p.Algorithm() == algo.TokenBucket || p.Algorithm() == algo.LeakyBucket {
 			// An empty bucket's TAT after 4 units: now + 4 * 6 minutes.
 			if tat := st.TAT - st.At; tat != int64(24*time.Minute) {
 				t.Errorf("%s: stamp's TAT %v after its time, want 24m", policy, time.Duration(tat))
@@ -158,7 +158,7 @@ func TestDrainedKeysAreDeleted(t *testing.T) {
 	s := newStore(t, c, redisstore.WithCallerTime())
 	t0 := int64(1795305600) * 1e9
 	for _, policy := range []string{"token-bucket 3/1s", "sliding-log 3/1s", "sliding-window 3/1s", "fixed-window 3/1s"} {
-		p := floodgate.MustParsePolicy(policy)
+		p := algo.MustParsePolicy(policy)
 		tb, _ := s.Table(policy, p)
 		key := redisstore.KeyOf(tb, "k")
 		ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", Now: t0, N: 2}}
@@ -193,7 +193,7 @@ func TestDrainedKeysAreDeleted(t *testing.T) {
 func TestExpiryWithCallerTime(t *testing.T) {
 	c := testClient(t)
 	s := newStore(t, c, redisstore.WithCallerTime())
-	tb, _ := s.Table("x", floodgate.MustParsePolicy("token-bucket 1/10s"))
+	tb, _ := s.Table("x", algo.MustParsePolicy("token-bucket 1/10s"))
 	d, err := tb.Decide(ctx, "k", 5e9, 1)
 	if err != nil || !d.Allowed || d.ResetAfter != 10*time.Second {
 		t.Fatalf("%+v %v", d, err)
@@ -202,7 +202,7 @@ func TestExpiryWithCallerTime(t *testing.T) {
 		t.Errorf("PTTL %v, want 10s less the test's time", ttl)
 	}
 	s2 := newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
-	tb2, _ := s2.Table("x", floodgate.MustParsePolicy("token-bucket 1/10s"))
+	tb2, _ := s2.Table("x", algo.MustParsePolicy("token-bucket 1/10s"))
 	if _, err := tb2.Decide(ctx, "k", 5e9, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestExpiryWithCallerTime(t *testing.T) {
 func TestSlidingLogLayout(t *testing.T) {
 	c := testClient(t)
 	s := newStore(t, c, redisstore.WithCallerTime())
-	tb, _ := s.Table("log", floodgate.MustParsePolicy("sliding-log 5/1s"))
+	tb, _ := s.Table("log", algo.MustParsePolicy("sliding-log 5/1s"))
 	for _, ev := range []struct{ t, n int64 }{{1e9, 1}, {1e9, 2}, {1.5e9, 1}, {2.2e9, 1}} {
 		if d, err := tb.Decide(ctx, "k", ev.t, ev.n); err != nil || !d.Allowed {
 			t.Fatalf("%+v: %+v %v", ev, d, err)
@@ -241,7 +241,7 @@ func TestKeyNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := floodgate.MustParsePolicy("token-bucket 5/1s")
+	p := algo.MustParsePolicy("token-bucket 5/1s")
 	for _, c := range []struct{ name, want string }{
 		{"token-bucket 5/1s", "floodgate:token-bucket 5/1s:{u1}:x"},
 		{"api", "floodgate:api@token-bucket 5/1s:{u1}:x"},
@@ -255,7 +255,7 @@ func TestKeyNames(t *testing.T) {
 			t.Errorf("name %q: key %q, want %q", c.name, got, c.want)
 		}
 	}
-	if _, err := s.Table("x", floodgate.Policy{}); err == nil {
+	if _, err := s.Table("x", algo.Policy{}); err == nil {
 		t.Error("the zero Policy was accepted")
 	}
 }
@@ -267,7 +267,7 @@ func TestClear(t *testing.T) {
 		s := newStore(t, c, redisstore.WithPrefix("clear*[x]:"))
 		other := newStore(t, c, redisstore.WithPrefix("clear-other:"))
 		for _, st := range []*redisstore.Store{s, other} {
-			l := floodgate.NewLimiter(floodgate.MustParsePolicy("sliding-log 5/1h"), floodgate.WithStore(st))
+			l := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 5/1h"), floodgate.WithStore(st))
 			for i := range 50 {
 				if _, err := l.Allow(ctx, strconv.Itoa(i)); err != nil {
 					t.Fatal(err)
@@ -313,7 +313,7 @@ func TestScriptFlushAndCorruptState(t *testing.T) {
 	c := testClient(t)
 	s := newStore(t, c, redisstore.WithCallerTime())
 	for _, policy := range []string{"token-bucket 5/1s", "sliding-log 5/1s"} {
-		tb, _ := s.Table(policy, floodgate.MustParsePolicy(policy))
+		tb, _ := s.Table(policy, algo.MustParsePolicy(policy))
 		if err := c.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}

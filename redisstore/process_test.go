@@ -10,7 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -82,7 +83,7 @@ func TestChildProcess(t *testing.T) {
 	}
 	var goroutines, each int
 	fmt.Sscanf(os.Getenv("CHILD_WORK"), "%d,%d", &goroutines, &each)
-	tb, err := s.Table("shared", floodgate.MustParsePolicy(os.Getenv("CHILD_POLICY")))
+	tb, err := s.Table("shared", algo.MustParsePolicy(os.Getenv("CHILD_POLICY")))
 	if err != nil {
 		t.Fatal(err)
 	}

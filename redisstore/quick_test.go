@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/floodgate/floodgate/algo"
 
 	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/store"
 )
@@ -56,11 +56,11 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 		{{"f", 1}},            // quick again
 		{{"f", 1}, {"g", 1}},  // a group: loads f's state
 	}
-	policies := map[string]floodgate.Policy{
-		"bucket": floodgate.TokenBucket(3, time.Nanosecond, 10),
+	policies := map[string]algo.Policy{
+		"bucket": algo.MustParsePolicy("token-bucket 3/1ns burst=10"),
 		// Both script calls fall in one window unless they straddle the
 		// end of one: a chance of about 10^-9 on Redis's clock.
-		"fixed": floodgate.FixedWindow(10, 240*time.Hour),
+		"fixed": algo.MustParsePolicy("fixed-window 10/240h"),
 	}
 	for name, p := range policies {
 		for _, callerTime := range []bool{true, false} {

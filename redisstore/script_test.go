@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storetest"
@@ -45,7 +46,7 @@ func TestFunctionLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, _ := s.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
+	tb, _ := s.Table("x", algo.MustParsePolicy("fixed-window 5/1h"))
 	decide := func(s *Store, tb store.Table, want int64) {
 		t.Helper()
 		d, err := tb.Decide(ctx, "k", 1e9, 1)
@@ -100,7 +101,7 @@ func TestFunctionLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb2, _ := s2.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
+	tb2, _ := s2.Table("x", algo.MustParsePolicy("fixed-window 5/1h"))
 	decide(s2, tb2, 1) // the same key as s's: the two forms share state
 	if !s2.run.noFunc.Load() {
 		t.Error("a user without functions did not fall back to EVAL")
@@ -116,7 +117,7 @@ func TestFunctionLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb3, _ := s3.Table("x", floodgate.MustParsePolicy("fixed-window 5/1h"))
+	tb3, _ := s3.Table("x", algo.MustParsePolicy("fixed-window 5/1h"))
 	ops := make([]store.Op, 12)
 	for i := range ops {
 		ops[i] = store.Op{Kind: store.OpDecide, Table: tb3, Key: string(rune('a' + i)), Now: 1e9, N: 1}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/tablename"
 	"github.com/floodgate/floodgate/store"
@@ -33,7 +32,7 @@ type Store struct {
 
 type tableKey struct {
 	name string
-	p    floodgate.Policy
+	p    algo.Policy
 }
 
 // New returns a Store keeping state in Redis through c: a *redis.Client
@@ -67,9 +66,9 @@ func (s *Store) Client() redis.UniversalClient { return s.client }
 // kept at the Redis key PREFIX + name + ":" + K, with ':', '{', '}', '@'
 // and '%' in name escaped as in URLs, and " @ " and the policy after name
 // when name is not the policy's own string (the default name).
-func (s *Store) Table(name string, p floodgate.Policy) (store.Table, error) {
+func (s *Store) Table(name string, p algo.Policy) (store.Table, error) {
 	if p.IsZero() {
-		return nil, fmt.Errorf("redisstore: %w: the zero Policy", floodgate.ErrInvalidPolicy)
+		return nil, fmt.Errorf("redisstore: %w: the zero Policy", algo.ErrInvalidPolicy)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -86,7 +85,7 @@ func (s *Store) Table(name string, p floodgate.Policy) (store.Table, error) {
 // table is one limiter's keys.
 type table struct {
 	store  *Store
-	policy floodgate.Policy
+	policy algo.Policy
 	prefix string // Redis key = prefix + key
 	// wireArg is the policy as the script reads it, "ALG LIMIT PERIOD
 	// BURST", boxed once.

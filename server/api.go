@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/store"
@@ -250,14 +252,14 @@ func (s *Server) count(label string, allowed bool) {
 // store says when it will try again).
 func (s *Server) decisionFailed(w http.ResponseWriter, label string, retry time.Duration, err error) {
 	s.metrics.decisions.WithLabelValues(label, "error").Inc()
-	if errors.Is(err, store.ErrInvalidKey) || errors.Is(err, floodgate.ErrCostExceedsBurst) {
+	if errors.Is(err, store.ErrInvalidKey) || errors.Is(err, algo.ErrCostExceedsBurst) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	s.metrics.storeErrors.WithLabelValues(label).Inc()
 	s.log.Debug("a decision failed", "policy", label, "err", err)
 	secs := int64(1)
-	if retry > 0 && retry != floodgate.Never {
+	if retry > 0 && retry != algo.Never {
 		secs = seconds.Ceil(retry) // at least 1, as retry > 0
 	}
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
@@ -342,7 +344,7 @@ func (s *Server) inlineLimiter(text string, l *live) (*floodgate.Limiter, badReq
 	if lim := s.inline[text]; lim != nil {
 		return lim, ""
 	}
-	p, err := floodgate.ParsePolicy(text)
+	p, err := algo.ParsePolicy(text)
 	if err != nil {
 		return nil, badRequest(fmt.Sprintf("policy_text: %v", err))
 	}
@@ -513,7 +515,7 @@ func appendBatch(b []byte, allowed bool, retry time.Duration, denied int, ds []f
 
 // appendWait appends a wait in seconds, -1 for never.
 func appendWait(b []byte, d time.Duration) []byte {
-	if d == floodgate.Never {
+	if d == algo.Never {
 		return append(b, "-1"...)
 	}
 	return seconds.Append(b, int64(d))

@@ -15,9 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/failsafe"
 
-	"github.com/floodgate/floodgate"
 	"gopkg.in/yaml.v3"
 )
 
@@ -206,21 +207,21 @@ func validName(name string) bool {
 // namedPolicy is a policy of the configuration.
 type namedPolicy struct {
 	name   string
-	policy floodgate.Policy
+	policy algo.Policy
 }
 
 // policies returns the configuration's policies, sorted by name: the
 // built-in default when it has none.
 func (c *Config) policies() ([]namedPolicy, error) {
 	if len(c.Policies) == 0 {
-		return []namedPolicy{{DefaultPolicyName, floodgate.MustParsePolicy(DefaultPolicy)}}, nil
+		return []namedPolicy{{DefaultPolicyName, algo.MustParsePolicy(DefaultPolicy)}}, nil
 	}
 	out := make([]namedPolicy, 0, len(c.Policies))
 	for name, text := range c.Policies {
 		if !validName(name) || strings.HasPrefix(name, "envoyrls/") {
 			return nil, fmt.Errorf("%w: policy name %q: want 1 to %d letters, digits and _.:/- starting with a letter or digit", ErrInvalidConfig, name, maxNameLen)
 		}
-		p, err := floodgate.ParsePolicy(text)
+		p, err := algo.ParsePolicy(text)
 		if err != nil {
 			return nil, fmt.Errorf("%w: policy %q: %w", ErrInvalidConfig, name, err)
 		}

@@ -6,7 +6,8 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -17,7 +18,7 @@ const (
 	probeKey  = "probe"
 )
 
-var probePolicy = floodgate.MustParsePolicy("fixed-window 1/1s")
+var probePolicy = algo.MustParsePolicy("fixed-window 1/1s")
 
 // readyTimeout bounds /readyz's question to the store.
 const readyTimeout = time.Second

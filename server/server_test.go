@@ -20,7 +20,6 @@ import (
 
 	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/store"
@@ -349,7 +348,7 @@ type brokenStore struct{}
 
 var errBroken = errors.New("connection refused")
 
-func (brokenStore) Table(string, floodgate.Policy) (store.Table, error) {
+func (brokenStore) Table(string, algo.Policy) (store.Table, error) {
 	return brokenTable{}, nil
 }
 func (brokenStore) Apply(context.Context, []store.Op) error     { return errBroken }

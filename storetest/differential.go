@@ -11,7 +11,6 @@ import (
 
 	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 )
@@ -72,7 +71,7 @@ func (s *source) intn(n int64) int64 { return int64(s.u64() % uint64(n)) }
 func (s *source) empty() bool { return len(s.b) == 0 }
 
 // sentinels are the errors whose presence must agree between the stores.
-var sentinels = []error{floodgate.ErrInvalidTime, floodgate.ErrInvalidCost, floodgate.ErrCostExceedsBurst}
+var sentinels = []error{algo.ErrInvalidTime, algo.ErrInvalidCost, algo.ErrCostExceedsBurst}
 
 // SameErrors reports whether two stores' errors for one operation agree:
 // both nil, or both not, wrapping the same of ErrInvalidTime,
@@ -108,10 +107,10 @@ func Differential(t testing.TB, st store.Store, data []byte, batches int) {
 	ctx := context.Background()
 	mem := memstore.New(0)
 	pi := src.intn(int64(len(DifferentialPolicies)))
-	p := floodgate.MustParsePolicy(DifferentialPolicies[pi])
-	pol2 := floodgate.MustParsePolicy(DifferentialPolicies[(pi+1+src.intn(int64(len(DifferentialPolicies)-1)))%int64(len(DifferentialPolicies))])
+	p := algo.MustParsePolicy(DifferentialPolicies[pi])
+	pol2 := algo.MustParsePolicy(DifferentialPolicies[(pi+1+src.intn(int64(len(DifferentialPolicies)-1)))%int64(len(DifferentialPolicies))])
 	var tm, tf [2]store.Table
-	for i, q := range []floodgate.Policy{p, pol2} {
+	for i, q := range []algo.Policy{p, pol2} {
 		var err error
 		if tm[i], err = mem.Table("diff", q); err != nil {
 			t.Fatal(err)
@@ -120,7 +119,7 @@ func Differential(t testing.TB, st store.Store, data []byte, batches int) {
 			t.Fatal(err)
 		}
 	}
-	pols := [2]floodgate.Policy{p, pol2}
+	pols := [2]algo.Policy{p, pol2}
 	// A start anywhere in [0, MaxTime], often near either end.
 	var now int64
 	switch src.intn(4) {

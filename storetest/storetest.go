@@ -26,7 +26,6 @@ import (
 
 	"github.com/floodgate/floodgate/memstore"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 )
@@ -71,7 +70,7 @@ const t0 = int64(1795305600) * int64(time.Second)
 
 func table(t *testing.T, s store.Store, name, policy string) store.Table {
 	t.Helper()
-	tb, err := s.Table(name, floodgate.MustParsePolicy(policy))
+	tb, err := s.Table(name, algo.MustParsePolicy(policy))
 	if err != nil {
 		t.Fatalf("Table(%q, %q): %v", name, policy, err)
 	}
@@ -112,7 +111,7 @@ func testVectors(t *testing.T, s store.Store) {
 		}
 		for _, st := range v.Steps {
 			got, err := tb.Decide(ctx, st.Key, st.T, st.N)
-			if st.WantErr != errors.Is(err, floodgate.ErrCostExceedsBurst) || (err != nil && !st.WantErr) {
+			if st.WantErr != errors.Is(err, algo.ErrCostExceedsBurst) || (err != nil && !st.WantErr) {
 				t.Fatalf("vectors line %d (%v): %s: error %v", st.Line, v.Policy, formatStep(st), err)
 			}
 			if got != st.Want {
@@ -137,7 +136,7 @@ func testVectorsApply(t *testing.T, s store.Store) {
 		for _, st := range v.Steps {
 			ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: st.Key, Now: st.T, N: st.N}}
 			apply(t, s, ops)
-			if st.WantErr != errors.Is(ops[0].Result.Err, floodgate.ErrCostExceedsBurst) {
+			if st.WantErr != errors.Is(ops[0].Result.Err, algo.ErrCostExceedsBurst) {
 				t.Fatalf("vectors line %d (%v) via Apply: %s: Op.Err %v", st.Line, v.Policy, formatStep(st), ops[0].Result.Err)
 			}
 			if ops[0].Result.Decision != st.Want {
@@ -197,7 +196,7 @@ func testDenialChangesNothing(t *testing.T, s store.Store) {
 func testCostAboveBurst(t *testing.T, s store.Store) {
 	tb := table(t, s, "burst", "token-bucket 10/1s burst=4")
 	d, err := tb.Decide(ctx, "k", t0, 5)
-	if !errors.Is(err, floodgate.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != algo.Never {
+	if !errors.Is(err, algo.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != algo.Never {
 		t.Fatalf("cost 5, burst 4: got %+v, %v; want a denial with RetryAfter Never and ErrCostExceedsBurst", d, err)
 	}
 	if d := peek(t, tb, "k", t0); d.Remaining != 4 {
@@ -212,9 +211,9 @@ func testBadInput(t *testing.T, s store.Store) {
 		now, n int64
 		want   error
 	}{
-		{t0, -1, floodgate.ErrInvalidCost},
-		{-1, 1, floodgate.ErrInvalidTime},
-		{algo.MaxTime + 1, 1, floodgate.ErrInvalidTime},
+		{t0, -1, algo.ErrInvalidCost},
+		{-1, 1, algo.ErrInvalidTime},
+		{algo.MaxTime + 1, 1, algo.ErrInvalidTime},
 	} {
 		if _, err := tb.Decide(ctx, "k", c.now, c.n); !errors.Is(err, c.want) {
 			t.Errorf("Decide(now %d, n %d): error %v, want %v", c.now, c.n, err, c.want)
@@ -279,7 +278,7 @@ func testAllOrNothingSameKey(t *testing.T, s store.Store) {
 // testRefund checks OpRefund against algo.Policy.Refund on a local State.
 func testRefund(t *testing.T, s store.Store) {
 	for _, pol := range []string{"token-bucket 3/1s burst=5", "leaky-bucket 7/2s", "sliding-log 4/1s", "sliding-window 4/1s", "fixed-window 4/1s"} {
-		p := floodgate.MustParsePolicy(pol)
+		p := algo.MustParsePolicy(pol)
 		tb := table(t, s, "refund", pol)
 		var local algo.State
 		for i, step := range []struct {
@@ -319,7 +318,7 @@ func testRefund(t *testing.T, s store.Store) {
 // testSchedule checks OpSchedule against algo.Policy.Schedule.
 func testSchedule(t *testing.T, s store.Store) {
 	for _, pol := range []string{"token-bucket 2/1s burst=2", "leaky-bucket 1/1h capacity=3", "fixed-window 2/1s"} {
-		p := floodgate.MustParsePolicy(pol)
+		p := algo.MustParsePolicy(pol)
 		tb := table(t, s, "schedule", pol)
 		var local algo.State
 		maxWait := 3 * p.Period() / time.Duration(p.Limit())
@@ -353,7 +352,7 @@ func testReset(t *testing.T, s store.Store) {
 
 func testForeignTable(t *testing.T, s store.Store) {
 	other := memstore.New(0)
-	tb, err := other.Table("x", floodgate.MustParsePolicy("fixed-window 1/1s"))
+	tb, err := other.Table("x", algo.MustParsePolicy("fixed-window 1/1s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +501,7 @@ func testApplyEach(t *testing.T, s store.Store) {
 		{Kind: store.OpDecide, Table: ts[0], Key: "a", Now: now, N: 1},
 		{Kind: store.OpDecide, Table: ts[0], Key: "b", Now: now, N: -1},
 	}
-	if err := s.ApplyEach(ctx, bad); !errors.Is(err, floodgate.ErrInvalidCost) {
+	if err := s.ApplyEach(ctx, bad); !errors.Is(err, algo.ErrInvalidCost) {
 		t.Fatalf("ApplyEach with a negative cost: %v, want ErrInvalidCost", err)
 	}
 	if err := s.ApplyEach(ctx, nil); err != nil {

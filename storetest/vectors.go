@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 )
 
@@ -19,7 +18,7 @@ var vectorsText string
 // decision every store must return for it, computed by package algo and
 // checked against floodgate's independent reference model.
 type Vector struct {
-	Policy floodgate.Policy
+	Policy algo.Policy
 	Steps  []Step
 }
 
@@ -31,7 +30,7 @@ type Step struct {
 	N    int64
 	Want algo.Decision
 	// WantErr is set when the event's cost exceeds the burst: the store
-	// must return an error wrapping floodgate.ErrCostExceedsBurst.
+	// must return an error wrapping algo.ErrCostExceedsBurst.
 	WantErr bool
 }
 
@@ -56,7 +55,7 @@ func parseVectors(text string) ([]Vector, error) {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(s, "policy "); ok {
-			p, err := floodgate.ParsePolicy(rest)
+			p, err := algo.ParsePolicy(rest)
 			if err != nil {
 				return nil, fmt.Errorf("vectors line %d: %w", line, err)
 			}

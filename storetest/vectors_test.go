@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/reference"
 )
@@ -38,7 +37,7 @@ var vectorPolicies = []string{
 func genVectors() []Vector {
 	var out []Vector
 	for i, s := range vectorPolicies {
-		p := floodgate.MustParsePolicy(s)
+		p := algo.MustParsePolicy(s)
 		for j, start := range []int64{0, t0} {
 			rng := rand.New(rand.NewPCG(uint64(i), uint64(j)))
 			states := map[string]*algo.State{}

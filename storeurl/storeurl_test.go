@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -104,7 +106,7 @@ func sentArgs(t *testing.T, s *redisstore.Store) []string {
 	t.Helper()
 	h := &catchHook{}
 	s.Client().AddHook(h)
-	tb, err := s.Table("n", floodgate.MustParsePolicy("token-bucket 1/1s"))
+	tb, err := s.Table("n", algo.MustParsePolicy("token-bucket 1/1s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestRealServers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", raw, err)
 		}
-		l := floodgate.NewLimiter(floodgate.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s))
+		l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s))
 		for i, want := range []bool{true, true, false} {
 			d, err := l.Allow(context.Background(), raw)
 			if err != nil || d.Allowed != want {

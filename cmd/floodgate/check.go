@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/seconds"
@@ -72,7 +74,7 @@ Flags:
 // checkLimit is one limit of a check: a policy on a key.
 type checkLimit struct {
 	key    string
-	policy floodgate.Policy
+	policy algo.Policy
 }
 
 // runCheck is the check command.
@@ -107,7 +109,7 @@ func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if len(rest) != 1 {
 			return usageError("--policy takes exactly one KEY argument, got %d (flags go before KEY)", len(rest))
 		}
-		p, err := floodgate.ParsePolicy(*policyText)
+		p, err := algo.ParsePolicy(*policyText)
 		if err != nil {
 			return usageError("--policy: %v", err)
 		}
@@ -167,7 +169,7 @@ func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	md, err := decideChecks(context.Background(), clk, checks, *wait, *maxWait)
 	if err != nil {
-		if errors.Is(err, floodgate.ErrCostExceedsBurst) {
+		if errors.Is(err, algo.ErrCostExceedsBurst) {
 			return usageError("%v", err)
 		}
 		fmt.Fprintf(stderr, "floodgate check: %v\n", err)
@@ -191,7 +193,7 @@ func decideChecks(ctx context.Context, clk clock.Clock, checks []floodgate.Check
 	var waited time.Duration
 	for {
 		md, err := floodgate.AllowAll(ctx, checks...)
-		if err != nil || md.Allowed || !wait || md.RetryAfter == floodgate.Never {
+		if err != nil || md.Allowed || !wait || md.RetryAfter == algo.Never {
 			return md, err
 		}
 		if maxWait > 0 && waited+md.RetryAfter > maxWait {
@@ -216,7 +218,7 @@ func (f *limitFlags) Set(v string) error {
 		if v[i] != '=' {
 			continue
 		}
-		p, err := floodgate.ParsePolicy(v[i+1:])
+		p, err := algo.ParsePolicy(v[i+1:])
 		if err == nil {
 			*f = append(*f, checkLimit{v[:i], p})
 			return nil
@@ -325,7 +327,7 @@ func appendCheckJSON(b []byte, limits []checkLimit, md floodgate.MultiDecision) 
 
 // appendWait appends a wait in seconds, -1 for Never.
 func appendWait(b []byte, d time.Duration) []byte {
-	if d == floodgate.Never {
+	if d == algo.Never {
 		return append(b, "-1"...)
 	}
 	return seconds.Append(b, int64(d))

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/seconds"
@@ -78,12 +80,12 @@ var wallClock clock.Clock = clock.Real{}
 const maxTrackedKeys = 100_000
 
 // policyFlags collects a repeatable policy flag.
-type policyFlags []floodgate.Policy
+type policyFlags []algo.Policy
 
 func (f *policyFlags) String() string { return "" }
 
 func (f *policyFlags) Set(v string) error {
-	p, err := floodgate.ParsePolicy(v)
+	p, err := algo.ParsePolicy(v)
 	if err != nil {
 		return err
 	}
@@ -355,7 +357,7 @@ func (lf *lineFilter) decide(ctx context.Context, line string) (bool, string, er
 // roundWait prints a wait rounded up to a readable unit.
 func roundWait(d time.Duration) string {
 	switch {
-	case d == floodgate.Never:
+	case d == algo.Never:
 		return "never"
 	case d >= time.Second:
 		return (time.Duration(seconds.Ceil(d)) * time.Second).String()

@@ -30,6 +30,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
 )
@@ -45,7 +47,7 @@ func main() {
 
 // config is what the flags set.
 type config struct {
-	policy  floodgate.Policy
+	policy  algo.Policy
 	trusted []netip.Prefix
 	opts    []floodgate.Option // for tests: a fake clock
 }
@@ -61,7 +63,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var cfg config
 	var err error
-	if cfg.policy, err = floodgate.ParsePolicy(*policy); err != nil {
+	if cfg.policy, err = algo.ParsePolicy(*policy); err != nil {
 		return err
 	}
 	for _, s := range strings.Split(*trust, ",") {
@@ -107,7 +109,7 @@ func newHandler(cfg config) http.Handler {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	common := []httplimit.Option{httplimit.WithKey(ip.Key), httplimit.WithLogger(log),
 		httplimit.WithHeaders(httplimit.RateLimitHeaders | httplimit.LegacyHeaders)}
-	limiter := func(p floodgate.Policy, name string) *floodgate.Limiter {
+	limiter := func(p algo.Policy, name string) *floodgate.Limiter {
 		return floodgate.NewLimiter(p, append([]floodgate.Option{floodgate.WithName(name)}, cfg.opts...)...)
 	}
 	mux := http.NewServeMux()
@@ -121,9 +123,9 @@ func newHandler(cfg config) http.Handler {
 
 	// /api/: per signed-in user, or per address; and 100 a minute in all.
 	api := httplimit.NewAll([]httplimit.Limit{
-		{Limiter: limiter(floodgate.MustParsePolicy("sliding-log 3/30s"), "per-user"),
+		{Limiter: limiter(algo.MustParsePolicy("sliding-log 3/30s"), "per-user"),
 			Key: httplimit.FirstOf(httplimit.ByContext(userKey{}), ip.Key)},
-		{Limiter: limiter(floodgate.MustParsePolicy("fixed-window 100/1m"), "global"), Key: httplimit.Global},
+		{Limiter: limiter(algo.MustParsePolicy("fixed-window 100/1m"), "global"), Key: httplimit.Global},
 	}, common...)
 	mux.Handle("/api/", demoAuth(api.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, _ := r.Context().Value(userKey{}).(string)
@@ -131,7 +133,7 @@ func newHandler(cfg config) http.Handler {
 	}))))
 
 	// /upload: its size in bytes is its cost.
-	upload := httplimit.New(limiter(floodgate.MustParsePolicy("token-bucket 1000000/1m"), "upload-bytes"),
+	upload := httplimit.New(limiter(algo.MustParsePolicy("token-bucket 1000000/1m"), "upload-bytes"),
 		append(common, httplimit.WithQuotaUnit("content-bytes"),
 			httplimit.WithCostFunc(func(r *http.Request) int64 { return max(r.ContentLength, 0) }))...)
 	mux.Handle("POST /upload", upload.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -140,7 +142,7 @@ func newHandler(cfg config) http.Handler {
 	})))
 
 	// /stream: flushed line by line through the middleware.
-	streams := httplimit.New(limiter(floodgate.MustParsePolicy("token-bucket 1/1s burst=3"), "streams"), common...)
+	streams := httplimit.New(limiter(algo.MustParsePolicy("token-bucket 1/1s burst=3"), "streams"), common...)
 	mux.Handle("GET /stream", streams.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		for i := range 3 {

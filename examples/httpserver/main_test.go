@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
+
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 )
@@ -19,7 +21,7 @@ func testServer(t *testing.T, trusted ...netip.Prefix) *httptest.Server {
 	t.Helper()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
 	srv := httptest.NewServer(newHandler(config{
-		policy:  floodgate.MustParsePolicy("fixed-window 5/1m"),
+		policy:  algo.MustParsePolicy("fixed-window 5/1m"),
 		trusted: trusted,
 		opts:    []floodgate.Option{floodgate.WithClock(fc)},
 	}))
