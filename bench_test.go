@@ -24,7 +24,7 @@ func BenchmarkAllowOneKey(b *testing.B) {
 		{"denied", algo.MustParsePolicy("token-bucket 10/1h")},
 	} {
 		b.Run(c.name+"/serial", func(b *testing.B) {
-			l := floodgate.NewLimiter(c.p)
+			l := floodgate.Must(floodgate.NewLimiter(c.p))
 			b.ReportAllocs()
 			for b.Loop() {
 				l.Allow(ctx, "user:12345")
@@ -33,14 +33,14 @@ func BenchmarkAllowOneKey(b *testing.B) {
 		b.Run(c.name+"/serial-coarse-clock", func(b *testing.B) {
 			coarse := clock.NewCoarse(time.Millisecond)
 			defer coarse.Stop()
-			l := floodgate.NewLimiter(c.p, floodgate.WithClock(coarse))
+			l := floodgate.Must(floodgate.NewLimiter(c.p, floodgate.WithClock(coarse)))
 			b.ReportAllocs()
 			for b.Loop() {
 				l.Allow(ctx, "user:12345")
 			}
 		})
 		b.Run(c.name+"/parallel", func(b *testing.B) {
-			l := floodgate.NewLimiter(c.p)
+			l := floodgate.Must(floodgate.NewLimiter(c.p))
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -59,7 +59,7 @@ func BenchmarkAllowRandomKeys(b *testing.B) {
 	}
 	p := algo.MustParsePolicy("token-bucket 1000/1s")
 	b.Run("serial", func(b *testing.B) {
-		l := floodgate.NewLimiter(p, floodgate.WithMaxKeys(2*n))
+		l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithMaxKeys(2*n)))
 		rng := rand.New(rand.NewPCG(1, 2))
 		b.ReportAllocs()
 		for b.Loop() {
@@ -67,7 +67,7 @@ func BenchmarkAllowRandomKeys(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		l := floodgate.NewLimiter(p, floodgate.WithMaxKeys(2*n))
+		l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithMaxKeys(2*n)))
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			rng := rand.New(rand.NewPCG(rand.Uint64(), 2))

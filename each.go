@@ -3,8 +3,6 @@ package floodgate
 import (
 	"context"
 	"fmt"
-
-	"github.com/floodgate/floodgate/algo"
 )
 
 // AllowEach checks several limits independently, each as its Limiter's
@@ -31,11 +29,6 @@ func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []erro
 	for i, c := range checks {
 		if c.Limiter == nil {
 			fail(i, fmt.Errorf("floodgate: check %d has no Limiter", i))
-			continue
-		}
-		if t, refused := c.Limiter.table.(errTable); refused { // the store refused the limiter's table
-			ds[i], _ = c.Limiter.denial(algo.Decision{}, t.err)
-			fail(i, t.err)
 			continue
 		}
 		groups = addCheck(groups, i, c)

@@ -16,7 +16,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)) // omit WithClock in production
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 3/1s"), floodgate.WithClock(fc))
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 3/1s"), floodgate.WithClock(fc)))
 
 	for i := range 4 {
 		d, err := limiter.Allow(ctx, "alice")
@@ -42,7 +42,7 @@ func Example() {
 func ExampleLimiter_Allow_sms() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	sms := floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1h capacity=20"), floodgate.WithClock(fc))
+	sms := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1h capacity=20"), floodgate.WithClock(fc)))
 	sent := 0
 	for range 25 {
 		if d, _ := sms.Allow(ctx, "modem"); d.Allowed {
@@ -59,7 +59,7 @@ func ExampleLimiter_Allow_sms() {
 func ExampleLimiter_Wait() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000/1s burst=10"))
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000/1s burst=10")))
 	for range 15 {
 		if err := limiter.Wait(ctx, "backend"); err != nil {
 			fmt.Println(err)
@@ -75,8 +75,8 @@ func ExampleLimiter_Wait() {
 func ExampleAllowAll() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	perUser := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc))
-	global := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 3/1m"), floodgate.WithClock(fc))
+	perUser := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc)))
+	global := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 3/1m"), floodgate.WithClock(fc)))
 	for _, user := range []string{"alice", "alice", "alice", "bob", "carol"} {
 		md, _ := floodgate.AllowAll(ctx,
 			floodgate.Check{Limiter: perUser, Key: user, N: 1},
@@ -103,7 +103,7 @@ func ExampleAllowAll() {
 // cancelReserved.
 func ExampleLimiter_Reserve() {
 	ctx := context.Background()
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 10/1m"))
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 10/1m")))
 	r, _ := limiter.Reserve(ctx, "upload", 8)
 	fmt.Println("reserved:", r.OK(), "remaining:", r.Decision().Remaining)
 	_ = r.Cancel(ctx) // the upload did not happen
@@ -117,7 +117,7 @@ func ExampleLimiter_Reserve() {
 // Dry-run mode: measure what a policy would deny before enforcing it.
 func ExampleWithDryRun() {
 	ctx := context.Background()
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithDryRun(true))
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithDryRun(true)))
 	for range 3 {
 		d, _ := limiter.Allow(ctx, "k")
 		fmt.Println(d.Allowed, d.DryRun)

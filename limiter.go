@@ -28,7 +28,7 @@ import (
 // when over the limit, and Wait, for one that may wait its turn.
 //
 // A Limiter made by NewLimiter with no options keeps its state in a memory
-// store of its own, bounded to DefaultMaxKeys keys. Its methods are safe
+// store of its own, bounded to memstore.DefaultMaxKeys keys. Its methods are safe
 // for concurrent use by many goroutines, and hold no lock while they call
 // the store. There is no zero value: use NewLimiter.
 type Limiter struct {
@@ -49,11 +49,10 @@ type Limiter struct {
 }
 
 // NewLimiter returns a Limiter applying p to every key. Without WithStore
-// it keeps state in a new memory store of its own.
-//
-// NewLimiter cannot fail: when p is not valid or the store refuses the
-// table, every method of the Limiter returns the error.
-func NewLimiter(p algo.Policy, opts ...Option) *Limiter {
+// it keeps state in a new memory store of its own. It fails when p is the
+// zero Policy or the store refuses the limiter's table (a name a store
+// cannot hold).
+func NewLimiter(p algo.Policy, opts ...Option) (*Limiter, error) {
 	var c config
 	for _, o := range opts {
 		o.apply(&c)
@@ -67,22 +66,25 @@ func NewLimiter(p algo.Policy, opts ...Option) *Limiter {
 	if _, real := c.clock.(clock.Real); real {
 		c.clock = nil
 	}
-	l := &Limiter{policy: p, name: c.name, store: c.store, clock: c.clock, dryRun: c.dryRun,
-		maxWait: c.maxWait, maxQueue: c.maxQueue, queues: make(map[string]*waitQueue)}
 	t, err := c.store.Table(c.name, p)
 	if err != nil {
-		t = errTable{fmt.Errorf("floodgate: limiter %q: %w", c.name, err)}
+		return nil, fmt.Errorf("floodgate: limiter %q: %w", c.name, err)
 	}
-	l.table = t
+	l := &Limiter{policy: p, name: c.name, store: c.store, table: t, clock: c.clock, dryRun: c.dryRun,
+		maxWait: c.maxWait, maxQueue: c.maxQueue, queues: make(map[string]*waitQueue)}
 	l.coarse, _ = c.clock.(*clock.Coarse)
-	return l
+	return l, nil
 }
 
-// errTable is the Table of a Limiter whose table could not be made.
-type errTable struct{ err error }
-
-func (t errTable) Decide(context.Context, string, int64, int64) (algo.Decision, error) {
-	return algo.Decision{}, t.err
+// Must returns l, and panics if err is not nil: it is for limiters made
+// from policies written in the program, as in
+//
+//	var api = floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 100/1m")))
+func Must(l *Limiter, err error) *Limiter {
+	if err != nil {
+		panic(err)
+	}
+	return l
 }
 
 // Policy returns the limiter's policy.
@@ -205,8 +207,5 @@ func (l *Limiter) Stats() Stats {
 
 // apply runs ops on the limiter's store.
 func (l *Limiter) apply(ctx context.Context, ops []store.Op) error {
-	if t, ok := l.table.(errTable); ok {
-		return t.err
-	}
 	return l.store.Apply(ctx, ops)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/memstore"
+	"github.com/floodgate/floodgate/store"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
@@ -37,7 +38,7 @@ func TestAllowMatchesCore(t *testing.T) {
 	for _, ps := range []string{"token-bucket 3/1s burst=5", "leaky-bucket 1/1h capacity=20", "sliding-log 2/10s", "sliding-window 3/500ms", "fixed-window 3/1s"} {
 		p := algo.MustParsePolicy(ps)
 		fc := newFake()
-		l := floodgate.NewLimiter(p, floodgate.WithClock(fc))
+		l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithClock(fc)))
 		states := map[string]*algo.State{}
 		for i := range 3000 {
 			key := fmt.Sprint("user", i%3)
@@ -58,7 +59,7 @@ func TestAllowMatchesCore(t *testing.T) {
 }
 
 func TestAllowAt(t *testing.T) {
-	l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m")))
 	at := epoch.Add(30 * time.Second)
 	for i, want := range []bool{true, true, false} {
 		d, err := l.AllowAt(ctx, "k", at, 1)
@@ -77,7 +78,7 @@ func TestAllowAt(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 10/1s burst=5"), floodgate.WithClock(newFake()))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 10/1s burst=5"), floodgate.WithClock(newFake())))
 	d, err := l.AllowN(ctx, "k", 6)
 	if !errors.Is(err, algo.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != algo.Never {
 		t.Fatalf("cost 6 on burst 5: %+v, %v", d, err)
@@ -91,27 +92,12 @@ func TestErrors(t *testing.T) {
 	if st := l.Stats(); st.Errors != 1 || st.DryRunDenied != 0 {
 		t.Fatalf("stats %+v, want 1 error (the negative cost; a cost above the burst is a denial)", st)
 	}
-
-	var zero algo.Policy
-	bad := floodgate.NewLimiter(zero)
-	if _, err := bad.Allow(ctx, "k"); !errors.Is(err, algo.ErrInvalidPolicy) {
-		t.Fatalf("a limiter with the zero Policy: %v", err)
-	}
-	if err := bad.Wait(ctx, "k"); !errors.Is(err, algo.ErrInvalidPolicy) {
-		t.Fatalf("Wait with the zero Policy: %v", err)
-	}
-	if err := bad.Reset(ctx, "k"); !errors.Is(err, algo.ErrInvalidPolicy) {
-		t.Fatalf("Reset with the zero Policy: %v", err)
-	}
-	if _, err := bad.Reserve(ctx, "k", 1); !errors.Is(err, algo.ErrInvalidPolicy) {
-		t.Fatalf("Reserve with the zero Policy: %v", err)
-	}
 }
 
 func TestDryRun(t *testing.T) {
 	fc := newFake()
-	shadow := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc), floodgate.WithDryRun(true))
-	enforce := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc))
+	shadow := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc), floodgate.WithDryRun(true)))
+	enforce := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), floodgate.WithClock(fc)))
 	for i := range 5 {
 		ds := mustAllow(t, shadow, "k", 1)
 		de := mustAllow(t, enforce, "k", 1)
@@ -132,7 +118,7 @@ func TestDryRun(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	l := floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1h capacity=2"), floodgate.WithClock(newFake()))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1h capacity=2"), floodgate.WithClock(newFake())))
 	mustAllow(t, l, "k", 2)
 	if d := mustAllow(t, l, "k", 1); d.Allowed {
 		t.Fatal("a full bucket admitted")
@@ -151,9 +137,9 @@ func TestSharedStore(t *testing.T) {
 	store := memstore.New(0)
 	fc := newFake()
 	p := algo.MustParsePolicy("fixed-window 3/1m")
-	a := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc))
-	b := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc))
-	c := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc), floodgate.WithName("other"))
+	a := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc)))
+	b := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc)))
+	c := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(fc), floodgate.WithName("other")))
 	mustAllow(t, a, "k", 2)
 	if d := mustAllow(t, b, "k", 1); d.Remaining != 0 {
 		t.Fatalf("limiters of one name do not share: %+v", d)
@@ -173,7 +159,7 @@ func TestOneKeyThousandGoroutines(t *testing.T) {
 		algo.MustParsePolicy("token-bucket 10/1s burst=250"), algo.MustParsePolicy("leaky-bucket 1/1h capacity=250"),
 		algo.MustParsePolicy("sliding-log 250/1m"), algo.MustParsePolicy("sliding-window 250/1m"), algo.MustParsePolicy("fixed-window 250/1m"),
 	} {
-		l := floodgate.NewLimiter(p, floodgate.WithClock(newFake()))
+		l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithClock(newFake())))
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -201,7 +187,7 @@ func TestRandomKeyFlood(t *testing.T) {
 	const bound, keys = 10_000, 300_000
 	fc := newFake()
 	store := memstore.New(bound)
-	l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1h burst=5"), floodgate.WithStore(store), floodgate.WithClock(fc))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1h burst=5"), floodgate.WithStore(store), floodgate.WithClock(fc)))
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -223,4 +209,31 @@ func TestRandomKeyFlood(t *testing.T) {
 		t.Fatalf("heap grew by %d bytes for a bound of %d keys", grown, bound)
 	}
 	runtime.KeepAlive(l)
+}
+
+// NewLimiter fails, rather than make a limiter whose every call fails,
+// for the zero Policy and for a table its store refuses.
+func TestNewLimiterErrors(t *testing.T) {
+	if _, err := floodgate.NewLimiter(algo.Policy{}); !errors.Is(err, algo.ErrInvalidPolicy) {
+		t.Errorf("NewLimiter of the zero Policy: %v, want ErrInvalidPolicy", err)
+	}
+	p := algo.MustParsePolicy("fixed-window 1/1m")
+	if _, err := floodgate.NewLimiter(p, floodgate.WithStore(refusingStore{memstore.New(0)})); !errors.Is(err, errNoTables) {
+		t.Errorf("NewLimiter on a store that refuses the table: %v, want the store's error", err)
+	}
+	defer func() {
+		if r := recover(); r == nil {
+			t.Error("Must of an error did not panic")
+		}
+	}()
+	floodgate.Must(floodgate.NewLimiter(algo.Policy{}))
+}
+
+var errNoTables = errors.New("no tables here")
+
+// refusingStore refuses every table.
+type refusingStore struct{ store.Store }
+
+func (refusingStore) Table(string, algo.Policy) (store.Table, error) {
+	return nil, errNoTables
 }

@@ -65,9 +65,6 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 			shadows = append(shadows, i)
 			continue
 		}
-		if t, ok := c.Limiter.table.(errTable); ok {
-			return md, t.err
-		}
 		groups = addCheck(groups, i, c)
 	}
 	var reason error

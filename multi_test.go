@@ -25,8 +25,8 @@ func TestAllowAllPerUserAndGlobal(t *testing.T) {
 			userOpts = append(userOpts, floodgate.WithStore(store))
 			globalOpts = append(globalOpts, floodgate.WithStore(store))
 		}
-		user := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), userOpts...)
-		global := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 3/1m"), globalOpts...)
+		user := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), userOpts...))
+		global := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 3/1m"), globalOpts...))
 		check := func(who string) floodgate.MultiDecision {
 			md, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: user, Key: who, N: 1}, floodgate.Check{Limiter: global, Key: "all", N: 1})
 			if err != nil {
@@ -63,8 +63,8 @@ func TestAllowAllPerUserAndGlobal(t *testing.T) {
 // token buckets on one key; the longest wait is reported.
 func TestAllowAllSustainedAndPeak(t *testing.T) {
 	fc := newFake()
-	sustained := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 10/1m"), floodgate.WithClock(fc))
-	peak := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 2/1s"), floodgate.WithClock(fc))
+	sustained := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 10/1m"), floodgate.WithClock(fc)))
+	peak := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 2/1s"), floodgate.WithClock(fc)))
 	checks := []floodgate.Check{{Limiter: sustained, Key: "k", N: 1}, {Limiter: peak, Key: "k", N: 1}}
 	admitted := 0
 	for range 50 {
@@ -91,8 +91,8 @@ func TestAllowAllSustainedAndPeak(t *testing.T) {
 
 func TestAllowAllEdges(t *testing.T) {
 	fc := newFake()
-	a := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithClock(fc))
-	b := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithClock(fc))
+	a := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithClock(fc)))
+	b := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithClock(fc)))
 	md, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: a, Key: "k", N: 1}, floodgate.Check{Limiter: b, Key: "k", N: 3})
 	if !errors.Is(err, algo.ErrCostExceedsBurst) || md.Allowed || md.RetryAfter != algo.Never || md.Denied != 1 {
 		t.Fatalf("a cost above one limit's burst: %+v, %v", md, err)
@@ -112,7 +112,7 @@ func TestAllowAllEdges(t *testing.T) {
 	}
 
 	// A dry-run limit reports but never denies the request.
-	shadow := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithClock(fc), floodgate.WithDryRun(true))
+	shadow := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithClock(fc), floodgate.WithDryRun(true)))
 	for i := range 3 {
 		md, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: a, Key: "s", N: 1}, floodgate.Check{Limiter: shadow, Key: "s", N: 1})
 		if err != nil || !md.Allowed || md.Decisions[1].DryRun != (i > 0) {

@@ -12,7 +12,7 @@ import (
 // TestReservation follows BDE's reserve / submitReserved / cancelReserved.
 func TestReservation(t *testing.T) {
 	fc := newFake()
-	l := floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1s capacity=5"), floodgate.WithClock(fc))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1s capacity=5"), floodgate.WithClock(fc)))
 	r, err := l.Reserve(ctx, "k", 3)
 	if err != nil || !r.OK() || r.Decision().Remaining != 2 {
 		t.Fatalf("Reserve 3 of 5: %+v, %v", r.Decision(), err)
@@ -76,7 +76,7 @@ func TestReservation(t *testing.T) {
 func TestReservationWindows(t *testing.T) {
 	for _, p := range []algo.Policy{algo.MustParsePolicy("fixed-window 4/1m"), algo.MustParsePolicy("sliding-window 4/1m"), algo.MustParsePolicy("sliding-log 4/1m")} {
 		fc := newFake()
-		l := floodgate.NewLimiter(p, floodgate.WithClock(fc))
+		l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithClock(fc)))
 		mustAllow(t, l, "k", 1)
 		fc.Advance(time.Second)
 		r, _ := l.Reserve(ctx, "k", 3)

@@ -24,7 +24,7 @@ type waitResult struct {
 // a full bucket are admitted one per emission interval, in call order.
 func TestWaitFIFOBucket(t *testing.T) {
 	fc := newFake()
-	l := floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1s capacity=2"), floodgate.WithClock(fc))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1s capacity=2"), floodgate.WithClock(fc)))
 	mustAllow(t, l, "k", 2) // full
 	var wg sync.WaitGroup
 	results := make(chan waitResult, 5)
@@ -54,7 +54,7 @@ func TestWaitFIFOBucket(t *testing.T) {
 // its slot, and the waiters behind it move up.
 func TestWaitCancelRefunds(t *testing.T) {
 	fc := newFake()
-	l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1s"), floodgate.WithClock(fc))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1s"), floodgate.WithClock(fc)))
 	mustAllow(t, l, "k", 1)
 	cctx, cancel := context.WithCancel(ctx)
 	first := make(chan error, 1)
@@ -80,7 +80,7 @@ func TestWaitCancelRefunds(t *testing.T) {
 
 func TestWaitRefusals(t *testing.T) {
 	fc := newFake()
-	l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1m burst=2"), floodgate.WithClock(fc), floodgate.WithMaxWait(90*time.Second))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1m burst=2"), floodgate.WithClock(fc), floodgate.WithMaxWait(90*time.Second)))
 	if err := l.WaitN(ctx, "k", 3); !errors.Is(err, algo.ErrCostExceedsBurst) {
 		t.Fatalf("WaitN above the burst: %v", err)
 	}
@@ -121,7 +121,7 @@ func TestWaitRefusals(t *testing.T) {
 
 func TestWaitMaxQueue(t *testing.T) {
 	fc := newFake()
-	l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1s"), floodgate.WithClock(fc), floodgate.WithMaxQueue(2))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1s"), floodgate.WithClock(fc), floodgate.WithMaxQueue(2)))
 	mustAllow(t, l, "k", 1)
 	results := make(chan error, 2)
 	for i := range 2 {
@@ -147,7 +147,7 @@ func TestWaitMaxQueue(t *testing.T) {
 func TestWaitFIFOWindow(t *testing.T) {
 	for _, p := range []algo.Policy{algo.MustParsePolicy("fixed-window 2/1m"), algo.MustParsePolicy("sliding-log 2/1m"), algo.MustParsePolicy("sliding-window 2/1m")} {
 		fc := newFake()
-		l := floodgate.NewLimiter(p, floodgate.WithClock(fc))
+		l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithClock(fc)))
 		mustAllow(t, l, "k", 2)
 		results := make(chan waitResult, 4)
 		for i := range 4 {

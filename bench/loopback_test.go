@@ -31,7 +31,7 @@ const (
 // URL and a client holding up to LoopbackConns connections to it.
 func loopback(tb testing.TB) (string, *http.Client) {
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))
-	l := floodgate.NewLimiter(algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1m", LoopbackLimit)), floodgate.WithClock(fc))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1m", LoopbackLimit)), floodgate.WithClock(fc)))
 	m := httplimit.New(l, httplimit.WithLogger(slog.New(slog.DiscardHandler)))
 	srv := httptest.NewServer(m.Handler(okHandler))
 	tb.Cleanup(srv.Close)

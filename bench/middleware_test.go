@@ -31,7 +31,7 @@ func middlewares(b *testing.B) []struct {
 	name string
 	h    http.Handler
 } {
-	fg := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000000000/1h"))
+	fg := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000000000/1h")))
 	gs, err := memorystore.New(&memorystore.Config{Tokens: 1e8, Interval: 1e16})
 	if err != nil {
 		b.Fatal(err)
@@ -81,14 +81,14 @@ func BenchmarkMiddleware(b *testing.B) {
 			})
 		}
 		b.Run("admitted/"+mode+"/"+MiddlewareDecide, func(b *testing.B) {
-			l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000000000/1h"))
+			l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000000000/1h")))
 			runCore(b, parallel, func() bool {
 				d, _ := l.Allow(ctx, "192.0.2.1")
 				return d.Allowed
 			})
 		})
 		b.Run("admitted/"+mode+"/"+MiddlewareCore, func(b *testing.B) {
-			l := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000000000/1h"))
+			l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1000000000/1h")))
 			runHTTP(b, minimal(l, okHandler), parallel)
 		})
 	}

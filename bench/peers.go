@@ -118,14 +118,14 @@ func newFloodgate(q Quota) Limiter {
 	default:
 		panic(fmt.Sprint("bench: unknown quota ", q))
 	}
-	return floodgateLimiter{l: floodgate.NewLimiter(p, floodgate.WithMaxKeys(MaxKeys))}
+	return floodgateLimiter{l: floodgate.Must(floodgate.NewLimiter(p, floodgate.WithMaxKeys(MaxKeys)))}
 }
 
 // newFloodgateCoarse is newFloodgate on a clock.Coarse of 1ms.
 func newFloodgateCoarse(q Quota) Limiter {
 	c := clock.NewCoarse(time.Millisecond)
 	f := newFloodgate(q).(floodgateLimiter)
-	f.l = floodgate.NewLimiter(f.l.Policy(), floodgate.WithMaxKeys(MaxKeys), floodgate.WithClock(c))
+	f.l = floodgate.Must(floodgate.NewLimiter(f.l.Policy(), floodgate.WithMaxKeys(MaxKeys), floodgate.WithClock(c)))
 	f.stop = c.Stop
 	return f
 }

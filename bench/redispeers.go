@@ -44,7 +44,11 @@ func newFloodgateRedis(c *redis.Client, prefix string) (Limiter, error) {
 		return nil, err
 	}
 	p := algo.MustParsePolicy(fmt.Sprintf("token-bucket %d/1s", RedisRate))
-	return floodgateLimiter{l: floodgate.NewLimiter(p, floodgate.WithStore(s))}, nil
+	l, err := floodgate.NewLimiter(p, floodgate.WithStore(s))
+	if err != nil {
+		return nil, err
+	}
+	return floodgateLimiter{l: l}, nil
 }
 
 // github.com/go-redis/redis_rate/v10, whose keys are always "rate:" + key.

@@ -31,8 +31,8 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 2/1s"),
-		floodgate.WithStore(fs), floodgate.WithName("api"))
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 2/1s"),
+		floodgate.WithStore(fs), floodgate.WithName("api")))
 
 	for i := range 3 {
 		d, err := limiter.Allow(ctx, "alice")
@@ -76,8 +76,8 @@ func ExampleMode() {
 			fmt.Println(err)
 			return
 		}
-		limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 2/1s"),
-			floodgate.WithStore(fs), floodgate.WithClock(fc))
+		limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 2/1s"),
+			floodgate.WithStore(fs), floodgate.WithClock(fc)))
 		fmt.Printf("%s:", mode)
 		for range 3 {
 			d, err := limiter.Allow(ctx, "alice")

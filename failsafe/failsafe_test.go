@@ -86,7 +86,7 @@ func newFailsafeCase(t *testing.T, p algo.Policy, o failsafe.Options) *failsafeC
 	c := &failsafeCase{fc: newFake(), shared: storetest.NewFlaky(), local: memstore.New(0), p: p}
 	o.Clock, o.Local = c.fc, c.local
 	c.fs = newFailsafe(t, c.shared, o)
-	c.l = floodgate.NewLimiter(p, floodgate.WithStore(c.fs), floodgate.WithClock(c.fc), floodgate.WithName("api"))
+	c.l = floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(c.fs), floodgate.WithClock(c.fc), floodgate.WithName("api")))
 	return c
 }
 
@@ -699,8 +699,8 @@ func TestFailsafeAllowAll(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			c := newFailsafeCase(t, user, failsafe.Options{Mode: mode})
 			other := memstore.New(0)
-			global := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(other), floodgate.WithClock(c.fc))
-			perIP := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 1/1m"), floodgate.WithStore(c.fs), floodgate.WithClock(c.fc))
+			global := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(other), floodgate.WithClock(c.fc)))
+			perIP := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 1/1m"), floodgate.WithStore(c.fs), floodgate.WithClock(c.fc)))
 			c.trip(t)
 			check := func(checks ...floodgate.Check) (floodgate.MultiDecision, error) {
 				t.Helper()

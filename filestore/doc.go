@@ -5,7 +5,7 @@
 //
 //	s, err := filestore.Open("/var/lib/myapp/limits.db")
 //	defer s.Close()
-//	l := floodgate.NewLimiter(policy, floodgate.WithStore(s))
+//	l, err := floodgate.NewLimiter(policy, floodgate.WithStore(s))
 //
 // # Taking turns
 //

@@ -34,7 +34,7 @@ func Example_runs() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		limiter := floodgate.NewLimiter(policy, floodgate.WithStore(s), floodgate.WithClock(fc))
+		limiter := floodgate.Must(floodgate.NewLimiter(policy, floodgate.WithStore(s), floodgate.WithClock(fc)))
 		d, err := limiter.Allow(context.Background(), "sms")
 		s.Close()
 		if err != nil {

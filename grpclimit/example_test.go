@@ -50,7 +50,7 @@ func serve(i *grpclimit.Interceptor) (*grpc.ClientConn, func()) {
 // Two calls a minute per client address; the third fails with
 // ResourceExhausted and a RetryInfo.
 func Example() {
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), fakeClock())
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), fakeClock()))
 	conn, stop := serve(grpclimit.New(limiter))
 	defer stop()
 	client := healthpb.NewHealthClient(conn)
@@ -75,8 +75,8 @@ func Example() {
 // A limit on one costly method, and one on every method of the service,
 // checked together, all or nothing.
 func ExampleNewAll() {
-	checks := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("checks"), fakeClock())
-	service := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1m"), floodgate.WithName("service"), fakeClock())
+	checks := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("checks"), fakeClock()))
+	service := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1m"), floodgate.WithName("service"), fakeClock()))
 	i := grpclimit.NewAll([]grpclimit.Limit{
 		{Limiter: checks, Methods: []string{"/grpc.health.v1.Health/Check"}},
 		{Limiter: service, Methods: []string{"/grpc.health.v1.Health/"}},

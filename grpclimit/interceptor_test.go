@@ -45,7 +45,7 @@ func newLimiter(t testing.TB, policy string, opts ...floodgate.Option) *floodgat
 	if err != nil {
 		t.Fatal(err)
 	}
-	return floodgate.NewLimiter(p, append([]floodgate.Option{floodgate.WithClock(clock.NewFake(t0))}, opts...)...)
+	return floodgate.Must(floodgate.NewLimiter(p, append([]floodgate.Option{floodgate.WithClock(clock.NewFake(t0))}, opts...)...))
 }
 
 // seen records the decisions that reach the handlers, read from their
@@ -199,8 +199,8 @@ func TestQuotaFailure(t *testing.T) {
 
 func TestPerMethod(t *testing.T) {
 	fc := clock.NewFake(t0)
-	checks := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("checks"), floodgate.WithClock(fc))
-	all := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 3/1m"), floodgate.WithName("all"), floodgate.WithClock(fc))
+	checks := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("checks"), floodgate.WithClock(fc)))
+	all := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 3/1m"), floodgate.WithName("all"), floodgate.WithClock(fc)))
 	i := NewAll([]Limit{
 		{Limiter: checks, Methods: []string{checkMethod}},
 		{Limiter: all, Methods: []string{service}},
@@ -397,8 +397,8 @@ func TestLimiterError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := clock.NewFake(t0)
-			l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithStore(tc.store(fc)),
-				floodgate.WithClock(fc), floodgate.WithDryRun(tc.dry))
+			l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithStore(tc.store(fc)),
+				floodgate.WithClock(fc), floodgate.WithDryRun(tc.dry)))
 			var buf bytes.Buffer
 			var mu sync.Mutex
 			i := New(l, WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))))

@@ -36,22 +36,22 @@ func BenchmarkHandler(b *testing.B) {
 	high := algo.MustParsePolicy("token-bucket 1000000000/1h")
 	b.Run("bare", func(b *testing.B) { benchHandler(b, nop) })
 	b.Run("admitted", func(b *testing.B) {
-		benchHandler(b, New(floodgate.NewLimiter(high)).Handler(nop))
+		benchHandler(b, New(floodgate.Must(floodgate.NewLimiter(high))).Handler(nop))
 	})
 	b.Run("admitted-legacy", func(b *testing.B) {
-		benchHandler(b, New(floodgate.NewLimiter(high), WithHeaders(RateLimitHeaders|LegacyHeaders)).Handler(nop))
+		benchHandler(b, New(floodgate.Must(floodgate.NewLimiter(high)), WithHeaders(RateLimitHeaders|LegacyHeaders)).Handler(nop))
 	})
 	b.Run("denied", func(b *testing.B) {
-		l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1h"))
+		l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1h")))
 		benchHandler(b, New(l, WithLogger(nil)).Handler(nop))
 	})
 	b.Run("all2", func(b *testing.B) {
-		a := floodgate.NewLimiter(high, floodgate.WithName("a"))
-		g := floodgate.NewLimiter(high, floodgate.WithName("g"))
+		a := floodgate.Must(floodgate.NewLimiter(high, floodgate.WithName("a")))
+		g := floodgate.Must(floodgate.NewLimiter(high, floodgate.WithName("g")))
 		benchHandler(b, NewAll([]Limit{{Limiter: a}, {Limiter: g, Key: Global}}).Handler(nop))
 	})
 	b.Run("decide", func(b *testing.B) {
-		l := floodgate.NewLimiter(high)
+		l := floodgate.Must(floodgate.NewLimiter(high))
 		b.ReportAllocs()
 		for b.Loop() {
 			l.Allow(b.Context(), "192.0.2.1")

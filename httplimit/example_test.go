@@ -29,7 +29,7 @@ func fakeClock() floodgate.Option {
 // Two requests a minute per client address: the third is refused with a
 // 429, Retry-After and the RateLimit fields.
 func Example() {
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), fakeClock())
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), fakeClock()))
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })
 	handler := httplimit.New(limiter).Handler(hello)
 
@@ -82,7 +82,7 @@ type userKey struct{}
 // authentication middleware put in the context; anonymous requests are
 // keyed on their address.
 func ExampleFirstOf() {
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), fakeClock())
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 2/1m"), fakeClock()))
 	m := httplimit.New(limiter, httplimit.WithKey(httplimit.FirstOf(
 		httplimit.ByContext(userKey{}), // "0:alice"
 		httplimit.ClientIP{}.Key,       // "1:192.0.2.1"
@@ -134,7 +134,7 @@ func ExampleWithCostFunc() {
 		}
 		return cost
 	}
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 50/1s capacity=1000"), floodgate.WithName("graphql"), fakeClock())
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 50/1s capacity=1000"), floodgate.WithName("graphql"), fakeClock()))
 	m := httplimit.New(limiter, httplimit.WithCostFunc(queryCost))
 	graphql := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body) // the body is still there
@@ -167,8 +167,8 @@ func ExampleWithCostFunc() {
 // A per-client limit and a global one, checked all or nothing: a request
 // refused by either spends nothing from the other.
 func ExampleNewAll() {
-	perClient := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithName("per-client"), fakeClock())
-	global := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 3/1m"), floodgate.WithName("global"), fakeClock())
+	perClient := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithName("per-client"), fakeClock()))
+	global := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 3/1m"), floodgate.WithName("global"), fakeClock()))
 	m := httplimit.NewAll([]httplimit.Limit{
 		{Limiter: perClient},                     // the client's address, the default key
 		{Limiter: global, Key: httplimit.Global}, // one key for everyone
@@ -192,7 +192,7 @@ func ExampleNewAll() {
 
 // The next handler finds the decision in its request's context.
 func ExampleDecisionFrom() {
-	limiter := floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 10/1s"), fakeClock())
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 10/1s"), fakeClock()))
 	handler := httplimit.New(limiter).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d, ok := httplimit.DecisionFrom(r.Context()); ok && d.Remaining < 9 {
 			fmt.Println("slow down:", d.Remaining, "left")

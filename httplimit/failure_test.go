@@ -79,7 +79,7 @@ func TestStoreFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := clock.NewFake(t0)
-			l := floodgate.NewLimiter(p, floodgate.WithStore(tc.store(fc)), floodgate.WithClock(fc), floodgate.WithDryRun(tc.dryRun))
+			l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(tc.store(fc)), floodgate.WithClock(fc), floodgate.WithDryRun(tc.dryRun)))
 			log, buf := newLogger()
 			m := New(l, WithLogger(log))
 			h := m.Handler(ok)
@@ -121,10 +121,10 @@ func TestStoreFailure(t *testing.T) {
 
 func TestStoreFailureNewAll(t *testing.T) {
 	fc := clock.NewFake(t0)
-	local := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("local"), floodgate.WithClock(fc))
+	local := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("local"), floodgate.WithClock(fc)))
 	closed := newFailsafe(brokenStore{}, failsafe.Options{Cooldown: 3 * time.Second, Clock: fc})
-	shared := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("shared"),
-		floodgate.WithStore(closed), floodgate.WithClock(fc))
+	shared := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("shared"),
+		floodgate.WithStore(closed), floodgate.WithClock(fc)))
 	m := NewAll([]Limit{{Limiter: local}, {Limiter: shared}}, WithLogger(newDiscardLogger()))
 	rec := httptest.NewRecorder()
 	m.Handler(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
@@ -159,7 +159,7 @@ func TestRedisDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := newFailsafe(rs, failsafe.Options{Mode: tc.mode, Timeout: time.Second})
-			l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1h"), floodgate.WithStore(store))
+			l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1h"), floodgate.WithStore(store)))
 			m := New(l, WithLogger(newDiscardLogger()))
 			web := server(t, m.Handler(ok))
 			if res := get(t, web.URL); res.status != 200 {

@@ -100,7 +100,7 @@ func TestKeyErrorStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log, buf := newLogger()
-			m := New(floodgate.NewLimiter(p), WithKey(tc.key), WithLogger(log))
+			m := New(floodgate.Must(floodgate.NewLimiter(p)), WithKey(tc.key), WithLogger(log))
 			req := httptest.NewRequest("GET", "/", nil)
 			req.RemoteAddr = tc.remote
 			req.Header.Set("Accept", "application/json")
@@ -122,7 +122,7 @@ func TestKeyErrorStatus(t *testing.T) {
 	}
 	t.Run("custom handler", func(t *testing.T) {
 		var got error
-		m := New(floodgate.NewLimiter(p), WithKey(ByHeader("X-Api-Key")), WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+		m := New(floodgate.Must(floodgate.NewLimiter(p)), WithKey(ByHeader("X-Api-Key")), WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 			got = err
 			w.WriteHeader(http.StatusUnauthorized)
 		}))

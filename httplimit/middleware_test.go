@@ -37,7 +37,7 @@ func newLimiter(t testing.TB, policy string, opts ...floodgate.Option) (*floodga
 		t.Fatal(err)
 	}
 	fc := clock.NewFake(t0)
-	return floodgate.NewLimiter(p, append([]floodgate.Option{floodgate.WithClock(fc)}, opts...)...), fc
+	return floodgate.Must(floodgate.NewLimiter(p, append([]floodgate.Option{floodgate.WithClock(fc)}, opts...)...)), fc
 }
 
 // ok is a handler answering 200 "ok".
@@ -200,9 +200,9 @@ func TestRateLimitPolicyField(t *testing.T) {
 
 func TestPolicyNames(t *testing.T) {
 	fc := clock.NewFake(t0)
-	named := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 10/1m"), floodgate.WithName("per-user"), floodgate.WithClock(fc))
-	plain := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1m"), floodgate.WithClock(fc))
-	plain2 := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1000/1h"), floodgate.WithClock(fc))
+	named := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 10/1m"), floodgate.WithName("per-user"), floodgate.WithClock(fc)))
+	plain := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1m"), floodgate.WithClock(fc)))
+	plain2 := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1000/1h"), floodgate.WithClock(fc)))
 	m := NewAll([]Limit{{Limiter: named}, {Limiter: plain}, {Limiter: plain2}, {Limiter: plain, Name: "per-user", Key: Global}})
 	rec := httptest.NewRecorder()
 	m.Handler(ok).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
@@ -549,8 +549,8 @@ func TestCost(t *testing.T) {
 
 func TestNewAllAllOrNothing(t *testing.T) {
 	fc := clock.NewFake(t0)
-	perUser := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithName("per-user"), floodgate.WithClock(fc))
-	global := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 3/1m"), floodgate.WithName("global"), floodgate.WithClock(fc))
+	perUser := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithName("per-user"), floodgate.WithClock(fc)))
+	global := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 3/1m"), floodgate.WithName("global"), floodgate.WithClock(fc)))
 	m := NewAll([]Limit{
 		{Limiter: perUser, Key: ByHeader("X-User")},
 		{Limiter: global, Key: Global},
@@ -601,9 +601,9 @@ func TestNewAllAllOrNothing(t *testing.T) {
 // neither in RateLimit nor among the violated policies.
 func TestNewAllDryRunLimit(t *testing.T) {
 	fc := clock.NewFake(t0)
-	enforced := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("enforced"), floodgate.WithClock(fc))
-	shadow := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("shadow"),
-		floodgate.WithDryRun(true), floodgate.WithClock(fc))
+	enforced := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("enforced"), floodgate.WithClock(fc)))
+	shadow := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithName("shadow"),
+		floodgate.WithDryRun(true), floodgate.WithClock(fc)))
 	log, _ := newLogger()
 	m := NewAll([]Limit{{Limiter: shadow}, {Limiter: enforced}}, WithLogger(log))
 	srv := server(t, m.Handler(ok))
@@ -624,8 +624,8 @@ func TestNewAllDryRunLimit(t *testing.T) {
 
 func TestNewAllDefaultKeyOnce(t *testing.T) {
 	fc := clock.NewFake(t0)
-	a := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("a"), floodgate.WithClock(fc))
-	b := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("b"), floodgate.WithClock(fc))
+	a := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("a"), floodgate.WithClock(fc)))
+	b := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("b"), floodgate.WithClock(fc)))
 	calls := 0
 	m := NewAll([]Limit{{Limiter: a}, {Limiter: b, Cost: func(*http.Request) int64 { return 2 }}},
 		WithKey(func(*http.Request) (string, error) { calls++; return "k", nil }))

@@ -21,7 +21,7 @@ func ExampleStore_WriteSnapshot() {
 	sms := algo.MustParsePolicy("leaky-bucket 1/1h capacity=20")
 
 	before := memstore.New(0)
-	l := floodgate.NewLimiter(sms, floodgate.WithStore(before))
+	l := floodgate.Must(floodgate.NewLimiter(sms, floodgate.WithStore(before)))
 	for range 18 {
 		l.AllowAt(ctx, "sms", t, 1)
 	}
@@ -36,7 +36,7 @@ func ExampleStore_WriteSnapshot() {
 		fmt.Println(err)
 		return
 	}
-	l = floodgate.NewLimiter(sms, floodgate.WithStore(after))
+	l = floodgate.Must(floodgate.NewLimiter(sms, floodgate.WithStore(after)))
 	d, _ := l.AllowAt(ctx, "sms", t.Add(time.Minute), 0)
 	fmt.Println("remaining after the restart:", d.Remaining)
 	// Output:

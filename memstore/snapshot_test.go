@@ -34,9 +34,9 @@ func snapshotLimiters(t *testing.T, store store.Store) []*floodgate.Limiter {
 	t.Helper()
 	var ls []*floodgate.Limiter
 	for i, ps := range snapshotPolicies {
-		ls = append(ls, floodgate.NewLimiter(algo.MustParsePolicy(ps), floodgate.WithStore(store), floodgate.WithName(fmt.Sprint("l", i))))
+		ls = append(ls, floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy(ps), floodgate.WithStore(store), floodgate.WithName(fmt.Sprint("l", i)))))
 	}
-	return append(ls, floodgate.NewLimiter(algo.MustParsePolicy(snapshotPolicies[0]), floodgate.WithStore(store), floodgate.WithName("other")))
+	return append(ls, floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy(snapshotPolicies[0]), floodgate.WithStore(store), floodgate.WithName("other"))))
 }
 
 // A snapshot restored into another store decides every key of every
@@ -94,7 +94,7 @@ func TestSnapshotSkipsDrained(t *testing.T) {
 		t.Run(ps, func(t *testing.T) {
 			p := algo.MustParsePolicy(ps)
 			orig := memstore.New(0)
-			l := floodgate.NewLimiter(p, floodgate.WithStore(orig))
+			l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(orig)))
 			// Key i is decided at 3i periods, and drains ResetAfter (at
 			// most 2 periods) later: just before the last one drains, it
 			// alone has not.
@@ -159,7 +159,7 @@ func snapshotOf(t testing.TB) []byte {
 	ctx := context.Background()
 	s := memstore.New(0)
 	for i, ps := range snapshotPolicies {
-		l := floodgate.NewLimiter(algo.MustParsePolicy(ps), floodgate.WithStore(s), floodgate.WithName(fmt.Sprint("l", i)))
+		l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy(ps), floodgate.WithStore(s), floodgate.WithName(fmt.Sprint("l", i))))
 		for k := range 3 {
 			if _, err := l.AllowAt(ctx, fmt.Sprint("k", k), snapT0, 2); err != nil {
 				t.Fatal(err)
@@ -212,7 +212,7 @@ func TestSnapshotCorrupt(t *testing.T) {
 	}
 	for _, c := range cases {
 		s := memstore.New(0)
-		l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s))
+		l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s)))
 		if _, err := l.AllowAt(context.Background(), "mine", snapT0, 1); err != nil {
 			t.Fatal(err)
 		}

@@ -4,7 +4,7 @@
 // caller's own github.com/redis/go-redis/v9 client.
 //
 //	s, err := redisstore.New(client) // a *redis.Client or *redis.ClusterClient
-//	l := floodgate.NewLimiter(policy, floodgate.WithStore(s))
+//	l, err := floodgate.NewLimiter(policy, floodgate.WithStore(s))
 //
 // # Decisions
 //

@@ -39,7 +39,7 @@ func TestKillRedisMidLoad(t *testing.T) {
 			fake := clock.NewFake(time.Unix(1795305600, 0))
 			fs := newFailsafe(s, failsafe.Options{Mode: mode, Timeout: time.Second, Cooldown: time.Second, Clock: fake})
 			const limit = 100
-			l := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 100/1h"), floodgate.WithStore(fs))
+			l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 100/1h"), floodgate.WithStore(fs)))
 
 			// phase runs 16 goroutines of 20 calls each on one key.
 			type counts struct{ admitted, denied, unavailable, other atomic.Int64 }

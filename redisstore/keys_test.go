@@ -28,7 +28,7 @@ func TestExpiryIsExactWithServerTime(t *testing.T) {
 	s := newStore(t, c)
 	for _, policy := range []string{"token-bucket 3/1h burst=5", "fixed-window 5/1h", "sliding-window 5/1h"} {
 		p := algo.MustParsePolicy(policy)
-		l := floodgate.NewLimiter(p, floodgate.WithStore(s))
+		l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(s)))
 		// The first decision sets the expiry; the second moves it (a
 		// bucket) or keeps it (a window's count in the same window, which
 		// the script writes with KEEPTTL): exact either way.
@@ -267,7 +267,7 @@ func TestClear(t *testing.T) {
 		s := newStore(t, c, redisstore.WithPrefix("clear*[x]:"))
 		other := newStore(t, c, redisstore.WithPrefix("clear-other:"))
 		for _, st := range []*redisstore.Store{s, other} {
-			l := floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 5/1h"), floodgate.WithStore(st))
+			l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 5/1h"), floodgate.WithStore(st)))
 			for i := range 50 {
 				if _, err := l.Allow(ctx, strconv.Itoa(i)); err != nil {
 					t.Fatal(err)

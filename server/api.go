@@ -354,7 +354,10 @@ func (s *Server) inlineLimiter(text string, l *live) (*floodgate.Limiter, badReq
 		if len(s.inline) >= l.limits.maxInline {
 			return nil, badRequest(fmt.Sprintf("this server already serves %d distinct inline policies, its limit: give policy, a configured policy's name", len(s.inline)))
 		}
-		lim = floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithClock(s.clock))
+		var err error
+		if lim, err = floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithClock(s.clock)); err != nil {
+			return nil, badRequest(fmt.Sprintf("policy_text: %v", err))
+		}
 		s.inline[canonical] = lim
 	}
 	return lim, ""

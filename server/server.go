@@ -141,7 +141,11 @@ func (s *Server) SetConfig(cfg *Config) error {
 	l := &live{cfg: cfg, policies: nps, limiters: make(map[string]*floodgate.Limiter, len(nps)),
 		limits: cfg.limits(), tokens: tokens, tls: st}
 	for _, np := range nps {
-		l.limiters[np.name] = floodgate.NewLimiter(np.policy, floodgate.WithStore(s.store), floodgate.WithClock(s.clock), floodgate.WithName(np.name))
+		lim, err := floodgate.NewLimiter(np.policy, floodgate.WithStore(s.store), floodgate.WithClock(s.clock), floodgate.WithName(np.name))
+		if err != nil {
+			return fmt.Errorf("%w: policy %q: %w", ErrInvalidConfig, np.name, err)
+		}
+		l.limiters[np.name] = lim
 	}
 	s.cur.Store(l)
 	return nil

@@ -181,7 +181,7 @@ func TestRealServers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", raw, err)
 		}
-		l := floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s))
+		l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1h"), floodgate.WithStore(s)))
 		for i, want := range []bool{true, true, false} {
 			d, err := l.Allow(context.Background(), raw)
 			if err != nil || d.Allowed != want {

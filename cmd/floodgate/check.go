@@ -164,7 +164,11 @@ func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 	checks := make([]floodgate.Check, len(limits))
 	for i, l := range limits {
-		lim := floodgate.NewLimiter(l.policy, floodgate.WithStore(store), floodgate.WithClock(clk))
+		lim, err := floodgate.NewLimiter(l.policy, floodgate.WithStore(store), floodgate.WithClock(clk))
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate check: %v\n", err)
+			return exitUsage
+		}
 		checks[i] = floodgate.Check{Limiter: lim, Key: l.key, N: *cost}
 	}
 	md, err := decideChecks(context.Background(), clk, checks, *wait, *maxWait)

@@ -179,10 +179,18 @@ func runFilterTo(args []string, stdin io.Reader, stdout, refused, stderr io.Writ
 
 	lf := &lineFilter{key: key, refusedBy: make(map[string]int64)}
 	for _, p := range perKey {
-		lf.perKey = append(lf.perKey, floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(wallClock)))
+		l, err := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(wallClock))
+		if err != nil {
+			return usageError("--policy %v: %v", p, err)
+		}
+		lf.perKey = append(lf.perKey, l)
 	}
 	for _, p := range global {
-		lf.global = append(lf.global, floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(wallClock)))
+		l, err := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(wallClock))
+		if err != nil {
+			return usageError("--global %v: %v", p, err)
+		}
+		lf.global = append(lf.global, l)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

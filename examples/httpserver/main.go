@@ -110,7 +110,7 @@ func newHandler(cfg config) http.Handler {
 	common := []httplimit.Option{httplimit.WithKey(ip.Key), httplimit.WithLogger(log),
 		httplimit.WithHeaders(httplimit.RateLimitHeaders | httplimit.LegacyHeaders)}
 	limiter := func(p algo.Policy, name string) *floodgate.Limiter {
-		return floodgate.NewLimiter(p, append([]floodgate.Option{floodgate.WithName(name)}, cfg.opts...)...)
+		return floodgate.Must(floodgate.NewLimiter(p, append([]floodgate.Option{floodgate.WithName(name)}, cfg.opts...)...))
 	}
 	mux := http.NewServeMux()
 
