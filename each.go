@@ -37,16 +37,12 @@ func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []erro
 		err := g.store.ApplyEach(ctx, g.ops)
 		for j, op := range g.ops {
 			i := g.idx[j]
-			var d Decision
-			var opErr error
-			switch l := checks[i].Limiter; {
-			case err != nil:
-				d, opErr = l.denial(op.Result.Decision, err)
-			case !op.Result.Decision.Allowed || op.Result.Err != nil:
-				d, opErr = l.denial(op.Result.Decision, op.Result.Err)
-			default:
-				d = Decision{Allowed: true, Remaining: op.Result.Decision.Remaining, ResetAfter: op.Result.Decision.ResetAfter, policy: &l.policy}
+			opErr := op.Result.Err
+			if err != nil {
+				opErr = err
 			}
+			var d Decision
+			d, opErr = checks[i].Limiter.decision(op.Result.Decision, opErr)
 			ds[i] = d
 			if opErr != nil {
 				fail(i, opErr)

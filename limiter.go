@@ -116,13 +116,7 @@ func (l *Limiter) newTimer(d time.Duration) clock.Timer {
 
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	// decide, by hand: a call and a copy of the Decision less on the
-	// hottest path (the README has the figures).
-	d, err := l.table.Decide(ctx, key, l.now(), 1)
-	if !d.Allowed || err != nil {
-		return l.denial(d, err)
-	}
-	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, policy: &l.policy}, nil
+	return l.decision(l.table.Decide(ctx, key, l.now(), 1))
 }
 
 // AllowN decides whether key may spend n units now, and spends them if so.
@@ -156,17 +150,29 @@ func unixNano(t time.Time) (int64, error) {
 }
 
 func (l *Limiter) decide(ctx context.Context, key string, now, n int64) (Decision, error) {
-	d, err := l.table.Decide(ctx, key, now, n)
-	if !d.Allowed || err != nil {
-		return l.denial(d, err)
-	}
-	return Decision{Allowed: true, Remaining: d.Remaining, ResetAfter: d.ResetAfter, policy: &l.policy}, nil
+	return l.decision(l.table.Decide(ctx, key, now, n))
 }
 
-// denial turns a store's denial (or error) into a Decision, applying
-// dry-run mode and counting dry-run denials and errors.
+// decision turns a store's decision and error into the limiter's: the
+// one conversion of an algo.Decision, with dry-run mode applied and
+// dry-run denials and errors counted. It is small enough to be inlined,
+// so that an admission, the hottest path, costs no call.
+func (l *Limiter) decision(ad algo.Decision, err error) (Decision, error) {
+	if ad.Allowed && err == nil {
+		return Decision{Allowed: true, Remaining: ad.Remaining, ResetAfter: ad.ResetAfter, policy: &l.policy}, nil
+	}
+	return l.denial(ad, err)
+}
+
+// report is the store's decision as the limiter's, as it stands: no
+// dry-run mode, nothing counted.
+func (l *Limiter) report(ad algo.Decision) Decision {
+	return Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, policy: &l.policy}
+}
+
+// denial is decision for a denial or an error.
 func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
-	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, policy: &l.policy}
+	d := l.report(ad)
 	switch {
 	case d.Allowed: // admitted, with an error: not from a conforming store
 		return d, err

@@ -85,7 +85,7 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 		for j, op := range g.ops {
 			i := g.idx[j]
 			d := op.Result.Decision
-			md.Decisions[i] = Decision{Allowed: d.Allowed, Remaining: d.Remaining, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter, policy: &checks[i].Limiter.policy}
+			md.Decisions[i] = checks[i].Limiter.report(d)
 			if op.Result.Err != nil && reason == nil {
 				reason = op.Result.Err
 			}

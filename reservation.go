@@ -34,11 +34,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	if err == nil {
 		err = op.Result.Err
 	}
-	ad := op.Result.Decision
-	d := Decision{Allowed: ad.Allowed, Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, policy: &l.policy}
-	if !ad.Allowed || err != nil {
-		d, err = l.denial(ad, err)
-	}
+	d, err := l.decision(op.Result.Decision, err)
 	return &Reservation{l: l, op: *op, d: d}, err
 }
 
