@@ -144,7 +144,7 @@ func (f floodgateLimiter) Close() {
 // Evictions returns how many keys floodgate's memory store evicted to stay
 // within MaxKeys; the keyed scenarios expect none.
 func (f floodgateLimiter) Evictions() uint64 {
-	if m, ok := f.l.Store().(*memstore.Store); ok {
+	if m, ok := f.l.Store().(interface{ Stats() memstore.Stats }); ok {
 		return m.Stats().Evictions
 	}
 	return 0

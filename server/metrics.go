@@ -108,31 +108,41 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	mem := func(label string, m *memstore.Store) {
-		st := m.Stats()
-		ch <- prometheus.MustNewConstMetric(memKeysDesc, prometheus.GaugeValue, float64(st.Keys), label)
-		ch <- prometheus.MustNewConstMetric(memDrainedDesc, prometheus.CounterValue, float64(st.Drained), label)
-		ch <- prometheus.MustNewConstMetric(memEvictionsDesc, prometheus.CounterValue, float64(st.Evictions), label)
+	if m, ok := c.store.(memoryStats); ok {
+		collectMemory(ch, "main", m)
 	}
-	switch s := c.store.(type) {
-	case *memstore.Store:
-		mem("main", s)
-	case *failsafe.Store:
-		st := s.Stats()
-		down := 0.0
-		if st.Down {
-			down = 1
-		}
-		ch <- prometheus.MustNewConstMetric(storeDownDesc, prometheus.GaugeValue, down)
-		ch <- prometheus.MustNewConstMetric(storeFailuresDesc, prometheus.CounterValue, float64(st.Failures))
-		ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Open), "open")
-		ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Closed), "closed")
-		ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Local), "local")
-		ch <- prometheus.MustNewConstMetric(storeRecoveriesDesc, prometheus.CounterValue, float64(st.Recoveries))
-		if c.local != nil {
-			mem("fallback", c.local)
-		}
+	if f, ok := c.store.(failsafeStats); ok {
+		collectFailsafe(ch, f.Stats())
 	}
+	if c.local != nil {
+		collectMemory(ch, "fallback", c.local)
+	}
+}
+
+// memoryStats is a memory store, as the collector sees it.
+type memoryStats interface{ Stats() memstore.Stats }
+
+// failsafeStats is a failsafe store, as the collector sees it.
+type failsafeStats interface{ Stats() failsafe.Stats }
+
+func collectMemory(ch chan<- prometheus.Metric, label string, m memoryStats) {
+	st := m.Stats()
+	ch <- prometheus.MustNewConstMetric(memKeysDesc, prometheus.GaugeValue, float64(st.Keys), label)
+	ch <- prometheus.MustNewConstMetric(memDrainedDesc, prometheus.CounterValue, float64(st.Drained), label)
+	ch <- prometheus.MustNewConstMetric(memEvictionsDesc, prometheus.CounterValue, float64(st.Evictions), label)
+}
+
+func collectFailsafe(ch chan<- prometheus.Metric, st failsafe.Stats) {
+	down := 0.0
+	if st.Down {
+		down = 1
+	}
+	ch <- prometheus.MustNewConstMetric(storeDownDesc, prometheus.GaugeValue, down)
+	ch <- prometheus.MustNewConstMetric(storeFailuresDesc, prometheus.CounterValue, float64(st.Failures))
+	ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Open), "open")
+	ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Closed), "closed")
+	ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Local), "local")
+	ch <- prometheus.MustNewConstMetric(storeRecoveriesDesc, prometheus.CounterValue, float64(st.Recoveries))
 }
 
 var (

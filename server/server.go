@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/floodgate/floodgate/failsafe"
-
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate"
@@ -85,12 +83,12 @@ func withFallback(m *memstore.Store) Option {
 	return optionFunc(func(s *Server) { s.local = m })
 }
 
-// New returns a Server deciding on store with cfg (nil: DefaultConfig). It
+// New returns a Server deciding on st with cfg (nil: DefaultConfig). It
 // reads the files cfg names (the token file, TLS certificates); an error
 // there, or in cfg, wraps ErrInvalidConfig. The Server is ready (its
 // /readyz asks the store) until SetReady(false).
-func New(store store.Store, cfg *Config, opts ...Option) (*Server, error) {
-	s := &Server{store: store, probe: store, clock: clock.Real{}, inline: make(map[string]*floodgate.Limiter)}
+func New(st store.Store, cfg *Config, opts ...Option) (*Server, error) {
+	s := &Server{store: st, probe: st, clock: clock.Real{}, inline: make(map[string]*floodgate.Limiter)}
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -100,8 +98,8 @@ func New(store store.Store, cfg *Config, opts ...Option) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = newMetrics(prometheus.NewRegistry())
 	}
-	if f, ok := store.(*failsafe.Store); ok {
-		s.probe = f.Unwrap()
+	if w, ok := st.(interface{ Unwrap() store.Store }); ok {
+		s.probe = w.Unwrap() // a wrapper such as a failsafe.Store would answer for a failing store
 	}
 	if cfg == nil {
 		cfg = DefaultConfig()
@@ -109,7 +107,7 @@ func New(store store.Store, cfg *Config, opts ...Option) (*Server, error) {
 	if err := s.SetConfig(cfg); err != nil {
 		return nil, err
 	}
-	s.metrics.registerStore(store, s.local)
+	s.metrics.registerStore(st, s.local)
 	s.ready.Store(true)
 	return s, nil
 }

@@ -303,8 +303,8 @@ func openSimulationStore(rawURL string, p algo.Policy) (store.Table, func() erro
 		st = s
 		done = func() error {
 			var err error
-			if rs, ok := s.(*redisstore.Store); ok {
-				err = rs.Clear(context.Background())
+			if c, ok := s.(interface{ Clear(context.Context) error }); ok { // a shared store: leave nothing behind
+				err = c.Clear(context.Background())
 			}
 			return errors.Join(err, closer.Close())
 		}
