@@ -20,7 +20,7 @@ type Decision struct {
 	Remaining int64
 	// RetryAfter is 0 for an admitted request; for a denied one, the
 	// shortest wait after which the same request would be admitted if
-	// nothing else happened meanwhile, or Never. Waiting exactly
+	// nothing else happened meanwhile, or algo.Never. Waiting exactly
 	// RetryAfter always suffices: durations are rounded up to the
 	// nanosecond.
 	RetryAfter time.Duration

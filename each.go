@@ -16,7 +16,7 @@ import (
 // nil when no check failed, else each check's error (nil for those that
 // did not fail): a store that fails fails all its checks, as their AllowN
 // would, and a cost above a limit's burst is a denial with an error
-// wrapping ErrCostExceedsBurst.
+// wrapping algo.ErrCostExceedsBurst.
 func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []error) {
 	ds = make([]Decision, len(checks))
 	fail := func(i int, err error) {

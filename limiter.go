@@ -28,9 +28,9 @@ import (
 // when over the limit, and Wait, for one that may wait its turn.
 //
 // A Limiter made by NewLimiter with no options keeps its state in a memory
-// store of its own, bounded to memstore.DefaultMaxKeys keys. Its methods are safe
-// for concurrent use by many goroutines, and hold no lock while they call
-// the store. There is no zero value: use NewLimiter.
+// store of its own, bounded to memstore.DefaultMaxKeys keys. Its methods
+// are safe for concurrent use by many goroutines, and hold no lock while
+// they call the store. There is no zero value: use NewLimiter.
 type Limiter struct {
 	policy   algo.Policy
 	name     string
@@ -122,8 +122,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // AllowN decides whether key may spend n units now, and spends them if so.
 // A denied request changes nothing. n == 0 is a peek: always admitted, it
 // reports the key's headroom and changes nothing. n above the policy's
-// burst is denied with RetryAfter Never and an error wrapping
-// ErrCostExceedsBurst; a negative n is an error wrapping ErrInvalidCost.
+// burst is denied with RetryAfter algo.Never and an error wrapping
+// algo.ErrCostExceedsBurst; a negative n is an error wrapping
+// algo.ErrInvalidCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	return l.decide(ctx, key, l.now(), n)
 }
@@ -132,7 +133,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 // that carry their own time (a trace, a timestamp from a request). Times
 // may go backwards; see algo.Decide for how each algorithm treats that.
 // A time before the Unix epoch or after the year 2116 is an error wrapping
-// ErrInvalidTime.
+// algo.ErrInvalidTime.
 func (l *Limiter) AllowAt(ctx context.Context, key string, t time.Time, n int64) (Decision, error) {
 	ns, err := unixNano(t)
 	if err != nil {
@@ -203,7 +204,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // shared by every goroutine would cost more than the decision.)
 type Stats struct {
 	DryRunDenied uint64 // requests that would have been denied, admitted in dry-run mode
-	Errors       uint64 // calls that failed with an error other than ErrCostExceedsBurst
+	Errors       uint64 // calls that failed with an error other than algo.ErrCostExceedsBurst
 }
 
 // Stats returns the limiter's counts.

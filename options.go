@@ -39,7 +39,7 @@ func WithClock(c clock.Clock) Option { return optionFunc(func(cfg *config) { cfg
 func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
 
 // WithMaxKeys bounds the keys of the limiter's own memory store (default
-// DefaultMaxKeys). It has no effect with WithStore; bound that store instead.
+// memstore.DefaultMaxKeys). It has no effect with WithStore; bound that store instead.
 func WithMaxKeys(n int) Option { return optionFunc(func(c *config) { c.maxKeys = n }) }
 
 // WithDryRun puts the limiter in dry-run (shadow) mode: every decision is

@@ -20,9 +20,9 @@ func (l *Limiter) Wait(ctx context.Context, key string) error { return l.WaitN(c
 // leaky bucket with a queue).
 //
 // WaitN returns at once, consuming nothing, with an error wrapping
-// ErrCostExceedsBurst when n can never be admitted, ErrWaitTooLong when the
-// wait needed would pass the context's deadline or the limiter's maximum
-// wait (WithMaxWait), and ErrQueueFull when the key already has the
+// algo.ErrCostExceedsBurst when n can never be admitted, ErrWaitTooLong
+// when the wait needed would pass the context's deadline or the limiter's
+// maximum wait (WithMaxWait), and ErrQueueFull when the key already has the
 // limiter's maximum number of waiters (WithMaxQueue). When the context is
 // done while it waits, WaitN returns the context's error and gives back
 // what it held. In dry-run mode WaitN never waits.
