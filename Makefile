@@ -41,7 +41,8 @@ vet:
 	if [ -n "$$out" ]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
 
 ## lint: staticcheck, and deadcode -test (functions that nothing reaches, not even a test), on the root
-## module and on bench/; it fails when either reports anything, after running both on both modules
+## module and on bench/; then .ci/commits (every commit subject since the rule reads `pkg: what
+## changed` in at most 72 characters); it fails when any reports anything, after running them all
 lint: check-go
 	@fail=0; for dir in . bench; do \
 	  echo "staticcheck ./... and deadcode -test ./... in $$dir"; \
@@ -50,7 +51,8 @@ lint: check-go
 	    if [ -n "$$out" ]; then printf '%s\n' "$$out" | sed "s|^|$$dir/|; s|^\./||"; fail=1; fi; \
 	  done; \
 	done; \
-	if [ $$fail != 0 ]; then echo "make lint: fix what staticcheck and deadcode report above" >&2; fi; \
+	if ! bash .ci/commits; then fail=1; fi; \
+	if [ $$fail != 0 ]; then echo "make lint: fix what staticcheck, deadcode and .ci/commits report above" >&2; fi; \
 	exit $$fail
 
 ## build: the floodgate command, in ./floodgate
