@@ -103,170 +103,296 @@ func SameErrors(a, b error) bool {
 // times (for redisstore, WithCallerTime).
 func Differential(t testing.TB, st store.Store, data []byte, batches int) {
 	t.Helper()
-	src := &source{data}
-	ctx := context.Background()
-	mem := memstore.New(0)
-	pi := src.intn(int64(len(DifferentialPolicies)))
-	p := algo.MustParsePolicy(DifferentialPolicies[pi])
-	pol2 := algo.MustParsePolicy(DifferentialPolicies[(pi+1+src.intn(int64(len(DifferentialPolicies)-1)))%int64(len(DifferentialPolicies))])
-	var tm, tf [2]store.Table
-	for i, q := range []algo.Policy{p, pol2} {
+	d := newDifferential(t, st, &source{data})
+	for b := 0; b < batches && !d.src.empty(); b++ {
+		d.batch(b)
+	}
+}
+
+// diffKeys is the number of keys per table a trace uses: k0, k1, ...
+const diffKeys = 3
+
+// slot is one key of one of a trace's two tables.
+type slot struct {
+	table int
+	key   string
+}
+
+// differential is one trace of Differential in progress: the reference
+// and the store under test, a table of each per policy, the trace's
+// clock, and what past batches left that later ones draw on.
+type differential struct {
+	t       testing.TB
+	ctx     context.Context
+	src     *source
+	mem, st store.Store
+	pols    [2]algo.Policy
+	tm, tf  [2]store.Table // the memory store's tables, the store's
+	now     int64
+	hwm     int64               // the latest now so far
+	stamps  map[slot]algo.Stamp // each key's last admission, to refund
+	resetAt map[slot]int64      // when each key last drained, by a peek
+}
+
+// newDifferential draws a trace's two policies and its start from src and
+// opens their tables in a new memory store and in st.
+func newDifferential(t testing.TB, st store.Store, src *source) *differential {
+	t.Helper()
+	d := &differential{
+		t:       t,
+		ctx:     context.Background(),
+		src:     src,
+		mem:     memstore.New(0),
+		st:      st,
+		pols:    drawPolicies(src),
+		stamps:  map[slot]algo.Stamp{},
+		resetAt: map[slot]int64{},
+	}
+	for i, q := range d.pols {
 		var err error
-		if tm[i], err = mem.Table("diff", q); err != nil {
+		if d.tm[i], err = d.mem.Table("diff", q); err != nil {
 			t.Fatal(err)
 		}
-		if tf[i], err = st.Table("diff", q); err != nil {
+		if d.tf[i], err = st.Table("diff", q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pols := [2]algo.Policy{p, pol2}
-	// A start anywhere in [0, MaxTime], often near either end.
-	var now int64
+	d.now = drawStart(src)
+	d.hwm = d.now
+	return d
+}
+
+// drawPolicies draws two different policies of DifferentialPolicies.
+func drawPolicies(src *source) [2]algo.Policy {
+	n := int64(len(DifferentialPolicies))
+	i := src.intn(n)
+	j := (i + 1 + src.intn(n-1)) % n
+	return [2]algo.Policy{
+		algo.MustParsePolicy(DifferentialPolicies[i]),
+		algo.MustParsePolicy(DifferentialPolicies[j]),
+	}
+}
+
+// drawStart draws a start anywhere in [0, MaxTime], often near either end.
+func drawStart(src *source) int64 {
 	switch src.intn(4) {
 	case 0:
-		now = src.intn(1000)
+		return src.intn(1000)
 	case 1:
-		now = algo.MaxTime - src.intn(int64(400*24*time.Hour))
+		return algo.MaxTime - src.intn(int64(400*24*time.Hour))
 	default:
-		now = src.intn(algo.MaxTime)
+		return src.intn(algo.MaxTime)
 	}
-	type slotKey struct {
-		table int
-		key   string
+}
+
+// batch draws batch b's time and operations, applies them to both stores,
+// and fails t unless their errors, results, and then every key's headroom
+// agree.
+func (d *differential) batch(b int) {
+	d.t.Helper()
+	d.advance()
+	nops := 1 + int(d.src.intn(3))
+	// A quarter of the batches go through ApplyEach, each op as if alone.
+	each := d.src.intn(4) == 0
+	om, of := d.drawOps(nops, each)
+	d.logOps(b, om)
+	errM, errF := d.apply(each, om, of)
+	if !SameErrors(errM, errF) {
+		d.t.Fatalf("batch %d: memory's error %v, the store's %v", b, errM, errF)
 	}
-	stamps := map[slotKey]algo.Stamp{}
-	// Time may step back, but never to before the instant a key's state
-	// drained: a store may drop a drained state (the memory store when it
-	// next sees the key, a file store then or in a sweep), after which an
-	// earlier time would find it gone in one store and present in the
-	// other.
-	resetAt := map[slotKey]int64{}
-	hwm := now
-	floor := func() int64 {
-		f := int64(0)
-		for _, r := range resetAt {
-			if r <= hwm {
-				f = max(f, r)
-			}
-		}
-		return f
+	if errM == nil { // the outputs of a failed batch mean nothing
+		d.compare(b, om, of)
 	}
-	for b := 0; b < batches && !src.empty(); b++ {
-		// Steps of every size, sometimes backwards.
-		period := int64(pols[0].Period())
-		switch src.intn(8) {
-		case 0:
-		case 1:
-			now += src.intn(10)
-		case 2:
-			now += src.intn(period + 1)
-		case 3:
-			now += src.intn(3*period + 1)
-		case 4:
-			now -= src.intn(period + 1)
-		case 5:
-			now += src.intn(algo.MaxTime / 64)
-		default:
-			now += src.intn(period/int64(pols[0].Limit()) + 2)
+	d.peek(b)
+}
+
+// advance steps the trace's clock by a drawn step of any size, sometimes
+// backwards, within [floor, MaxTime].
+func (d *differential) advance() {
+	d.now = min(max(d.now+d.drawStep(), d.floor()), algo.MaxTime)
+	d.hwm = max(d.hwm, d.now)
+}
+
+// drawStep draws a step of the clock, measured by the first policy.
+func (d *differential) drawStep() int64 {
+	period := int64(d.pols[0].Period())
+	switch d.src.intn(8) {
+	case 0:
+		return 0
+	case 1:
+		return d.src.intn(10)
+	case 2:
+		return d.src.intn(period + 1)
+	case 3:
+		return d.src.intn(3*period + 1)
+	case 4:
+		return -d.src.intn(period + 1)
+	case 5:
+		return d.src.intn(algo.MaxTime / 64)
+	default:
+		return d.src.intn(period/int64(d.pols[0].Limit()) + 2)
+	}
+}
+
+// floor is the earliest instant time may step back to: the latest instant
+// at which a key's state drained, up to the latest now. A store may drop a
+// drained state (the memory store when it next sees the key, a file store
+// then or in a sweep), after which an earlier time would find it gone in
+// one store and present in the other.
+func (d *differential) floor() int64 {
+	f := int64(0)
+	for _, r := range d.resetAt {
+		if r <= d.hwm {
+			f = max(f, r)
 		}
-		now = min(max(now, floor()), algo.MaxTime)
-		hwm = max(hwm, now)
-		nops := 1 + int(src.intn(3))
-		// A quarter of the batches go through ApplyEach, each op as if alone.
-		each := src.intn(4) == 0
-		var om, of []store.Op
-		for range nops {
-			ti := int(src.intn(2))
-			k := slotKey{ti, fmt.Sprint("k", src.intn(3))}
-			burst := pols[ti].Burst()
-			var n int64
-			switch src.intn(4) {
-			case 0:
-				n = src.intn(3)
-			case 1:
-				n = src.intn(burst + 2)
-			case 2:
-				n = burst - src.intn(min(burst, 3))
-			default:
-				n = 1
-			}
-			op := store.Op{Key: k.key, Now: now, N: n}
-			switch src.intn(6) {
-			case 0:
-				op.Kind = store.OpSchedule
-				op.MaxWait = time.Duration(src.intn(4 * int64(pols[ti].Period())))
-				if src.intn(4) == 0 {
-					op.MaxWait = time.Duration(1<<63 - 1)
-				}
-			case 1:
-				op.Kind = store.OpRefund
-				op.Stamp = stamps[k]
-				op.N = min(n, burst)
-			case 2:
-				if src.intn(4) == 0 {
-					op.Kind = store.OpReset
-					break
-				}
-				fallthrough
-			default:
-				op.Kind = store.OpDecide
-			}
-			if src.intn(64) == 0 && !each { // bad input fails the whole batch
-				if src.intn(2) == 0 {
-					op.N = -1
-				} else {
-					op.Now = algo.MaxTime + 1
-				}
-			}
-			a, c := op, op
-			a.Table, c.Table = tm[ti], tf[ti]
-			om, of = append(om, a), append(of, c)
+	}
+	return f
+}
+
+// drawOps draws nops operations at now, returning them twice: on the
+// memory store's tables and on the store's.
+func (d *differential) drawOps(nops int, each bool) (om, of []store.Op) {
+	for range nops {
+		ti, op := d.drawOp(each)
+		a, c := op, op
+		a.Table, c.Table = d.tm[ti], d.tf[ti]
+		om, of = append(om, a), append(of, c)
+	}
+	return om, of
+}
+
+// drawOp draws one operation at now, without its table, and the index of
+// that table: a decision, schedule, refund or reset of a drawn key and
+// cost, and now and then (unless each) a bad cost or time.
+func (d *differential) drawOp(each bool) (int, store.Op) {
+	ti := int(d.src.intn(2))
+	k := slot{ti, fmt.Sprint("k", d.src.intn(diffKeys))}
+	p := d.pols[ti]
+	op := store.Op{Key: k.key, Now: d.now, N: d.drawCost(p.Burst())}
+	switch d.src.intn(6) {
+	case 0:
+		op.Kind = store.OpSchedule
+		op.MaxWait = d.drawMaxWait(p)
+	case 1:
+		op.Kind = store.OpRefund
+		op.Stamp = d.stamps[k]
+		op.N = min(op.N, p.Burst())
+	case 2:
+		if d.src.intn(4) == 0 {
+			op.Kind = store.OpReset
+			break
 		}
-		if testing.Verbose() {
-			for i := range om {
-				t.Logf("batch %d op %d: kind %d table %d key %s now %d n %d maxwait %d stamp %+v", b, i, om[i].Kind, tableIndex(tm, om[i].Table), om[i].Key, om[i].Now, om[i].N, om[i].MaxWait, om[i].Stamp)
-			}
+		fallthrough
+	default:
+		op.Kind = store.OpDecide
+	}
+	if d.src.intn(64) == 0 && !each { // bad input fails the whole batch
+		d.spoil(&op)
+	}
+	return ti, op
+}
+
+// drawCost draws a cost from 0 to past burst, often 1 or near burst.
+func (d *differential) drawCost(burst int64) int64 {
+	switch d.src.intn(4) {
+	case 0:
+		return d.src.intn(3)
+	case 1:
+		return d.src.intn(burst + 2)
+	case 2:
+		return burst - d.src.intn(min(burst, 3))
+	default:
+		return 1
+	}
+}
+
+// drawMaxWait draws a schedule's wait of up to four periods of p, or
+// now and then the longest Duration.
+func (d *differential) drawMaxWait(p algo.Policy) time.Duration {
+	w := time.Duration(d.src.intn(4 * int64(p.Period())))
+	if d.src.intn(4) == 0 {
+		w = time.Duration(1<<63 - 1)
+	}
+	return w
+}
+
+// spoil makes op bad input: a negative cost or a time past MaxTime.
+func (d *differential) spoil(op *store.Op) {
+	if d.src.intn(2) == 0 {
+		op.N = -1
+	} else {
+		op.Now = algo.MaxTime + 1
+	}
+}
+
+// logOps logs batch b's operations when the tests run verbose.
+func (d *differential) logOps(b int, om []store.Op) {
+	d.t.Helper()
+	if !testing.Verbose() {
+		return
+	}
+	for i, o := range om {
+		d.t.Logf("batch %d op %d: kind %d table %d key %s now %d n %d maxwait %d stamp %+v", b, i, o.Kind, tableIndex(d.tm, o.Table), o.Key, o.Now, o.N, o.MaxWait, o.Stamp)
+	}
+}
+
+// apply applies om to the memory store and of to the store, both by Apply
+// or both by ApplyEach (memory's ApplyEach is an Apply per op, the
+// reference).
+func (d *differential) apply(each bool, om, of []store.Op) (errM, errF error) {
+	if each {
+		errM = d.mem.ApplyEach(d.ctx, om)
+		errF = d.st.ApplyEach(d.ctx, of)
+		return errM, errF
+	}
+	errM = d.mem.Apply(d.ctx, om)
+	errF = d.st.Apply(d.ctx, of)
+	return errM, errF
+}
+
+// compare fails t at the first operation of batch b whose result differs
+// between the stores, and keeps the stamp of every admission to refund
+// later.
+func (d *differential) compare(b int, om, of []store.Op) {
+	d.t.Helper()
+	for i := range om {
+		m, f := om[i], of[i]
+		if !sameResult(m.Result, f.Result) {
+			d.t.Fatalf("batch %d op %d (kind %d, %q n=%d at %d):\nmemory %+v at %d stamp %+v err %v\nstore  %+v at %d stamp %+v err %v",
+				b, i, m.Kind, m.Key, m.N, m.Now, m.Result.Decision, m.Result.At, m.Result.Stamp, m.Result.Err, f.Result.Decision, f.Result.At, f.Result.Stamp, f.Result.Err)
 		}
-		apply := func(s store.Store, ops []store.Op) error { return s.Apply(ctx, ops) }
-		if each {
-			// Memory's ApplyEach is an Apply per op, the reference.
-			apply = func(s store.Store, ops []store.Op) error { return s.ApplyEach(ctx, ops) }
+		if m.Result.Decision.Allowed && m.N > 0 && (m.Kind == store.OpDecide || m.Kind == store.OpSchedule) {
+			d.stamps[slot{tableIndex(d.tm, m.Table), m.Key}] = m.Result.Stamp
 		}
-		errM := apply(mem, om)
-		errF := apply(st, of)
-		if !SameErrors(errM, errF) {
-			t.Fatalf("batch %d: memory's error %v, the store's %v", b, errM, errF)
-		}
-		for i := range om {
-			m, f := om[i], of[i]
-			if errM != nil {
-				break // the outputs of a failed batch mean nothing
+	}
+}
+
+// sameResult reports whether two stores' results for one operation agree:
+// decision, instant, stamp, and error by SameErrors.
+func sameResult(a, b store.Result) bool {
+	return a.Decision == b.Decision && a.At == b.At && a.Stamp == b.Stamp && SameErrors(a.Err, b.Err)
+}
+
+// peek fails t, after batch b, unless every key's headroom at now agrees
+// between the stores, and notes when each key drains.
+func (d *differential) peek(b int) {
+	d.t.Helper()
+	for ti := range d.tm {
+		for j := range diffKeys {
+			key := fmt.Sprint("k", j)
+			dm, _ := d.tm[ti].Decide(d.ctx, key, d.now, 0)
+			df, err := d.tf[ti].Decide(d.ctx, key, d.now, 0)
+			if err != nil || dm != df {
+				d.t.Fatalf("after batch %d, peek %s/%s at %d: memory %+v, store %+v (%v)", b, d.pols[ti], key, d.now, dm, df, err)
 			}
-			if m.Result.Decision != f.Result.Decision || m.Result.At != f.Result.At || m.Result.Stamp != f.Result.Stamp || !SameErrors(m.Result.Err, f.Result.Err) {
-				t.Fatalf("batch %d op %d (kind %d, %q n=%d at %d):\nmemory %+v at %d stamp %+v err %v\nstore  %+v at %d stamp %+v err %v",
-					b, i, m.Kind, m.Key, m.N, m.Now, m.Result.Decision, m.Result.At, m.Result.Stamp, m.Result.Err, f.Result.Decision, f.Result.At, f.Result.Stamp, f.Result.Err)
-			}
-			if m.Result.Decision.Allowed && m.N > 0 && (m.Kind == store.OpDecide || m.Kind == store.OpSchedule) {
-				stamps[slotKey{tableIndex(tm, m.Table), m.Key}] = m.Result.Stamp
-			}
-		}
-		// Every key's headroom must agree after the batch.
-		for ti := range 2 {
-			for j := range 3 {
-				key := fmt.Sprint("k", j)
-				dm, _ := tm[ti].Decide(ctx, key, now, 0)
-				df, err := tf[ti].Decide(ctx, key, now, 0)
-				if err != nil || dm != df {
-					t.Fatalf("after batch %d, peek %s/%s at %d: memory %+v, store %+v (%v)", b, pols[ti], key, now, dm, df, err)
-				}
-				if dm.ResetAfter > 0 {
-					resetAt[slotKey{ti, key}] = now + int64(dm.ResetAfter)
-				}
+			if dm.ResetAfter > 0 {
+				d.resetAt[slot{ti, key}] = d.now + int64(dm.ResetAfter)
 			}
 		}
 	}
 }
 
+// tableIndex is the index in ts of t, one of them.
 func tableIndex(ts [2]store.Table, t store.Table) int {
 	if ts[0] == t {
 		return 0
