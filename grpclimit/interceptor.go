@@ -246,89 +246,144 @@ func (c *decisionContext) Value(key any) any {
 // check decides a call and returns its context, or the status error that
 // ends it.
 func (i *Interceptor) check(ctx context.Context, method string, req any) (context.Context, error) {
-	for _, skip := range i.skips {
-		if skip(ctx, method) {
-			return ctx, nil
-		}
-	}
-	dc := &decisionContext{Context: ctx}
-	dc.limits = dc.lim[:0]
-	for k := range i.limits {
-		if applies(i.limits[k].methods, method) {
-			dc.limits = append(dc.limits, &i.limits[k])
-		}
-	}
-	if len(dc.limits) == 0 {
+	if i.skipped(ctx, method) {
 		return ctx, nil
 	}
+	dc := &decisionContext{Context: ctx}
+	if dc.limits = i.applying(dc.lim[:0], method); len(dc.limits) == 0 {
+		return ctx, nil
+	}
+	if err := i.checks(dc, method, req); err != nil {
+		return nil, err
+	}
+	// A cost past the burst is a denial, whose RetryAfter is Never.
+	if err := dc.decide(); err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
+		return i.failed(ctx, method, err, dc.md.Allowed, dc.md.RetryAfter)
+	}
+	dc.binding = binding(&dc.md)
+	if !dc.md.Allowed {
+		return nil, i.denied(dc, method)
+	}
+	for k := range dc.md.Decisions {
+		if dc.md.Decisions[k].DryRun {
+			i.dryRun(dc, method, k)
+		}
+	}
+	return dc, nil
+}
+
+// skipped reports whether one of the skip functions (WithSkip) exempts
+// the call.
+func (i *Interceptor) skipped(ctx context.Context, method string) bool {
+	for _, skip := range i.skips {
+		if skip(ctx, method) {
+			return true
+		}
+	}
+	return false
+}
+
+// applying appends to dst the limits that apply to method, in their
+// order, and returns the extended slice.
+func (i *Interceptor) applying(dst []*limit, method string) []*limit {
+	for k := range i.limits {
+		if applies(i.limits[k].methods, method) {
+			dst = append(dst, &i.limits[k])
+		}
+	}
+	return dst
+}
+
+// checks sets dc.checks, one for each limit in dc.limits: its limiter,
+// the call's key (the limit's key function, else the interceptor's,
+// called at most once for all the limits that use it) and the call's cost
+// (the limit's cost function, else 1). It returns the status of a call
+// whose key cannot be found.
+func (i *Interceptor) checks(dc *decisionContext, method string, req any) error {
 	if len(dc.limits) == 1 {
 		dc.checks = dc.check[:]
 	} else {
 		dc.checks = make([]floodgate.Check, len(dc.limits))
 	}
-	var defKey string
-	var haveDef bool
+	var def defaultKey
 	for k, lim := range dc.limits {
 		var key string
 		var err error
-		switch {
-		case lim.key != nil:
-			key, err = lim.key(ctx, method)
-		case haveDef:
-			key = defKey
-		default:
-			defKey, err = i.defKey(ctx, method)
-			key, haveDef = defKey, true
+		if lim.key != nil {
+			key, err = lim.key(dc.Context, method)
+		} else {
+			key, err = def.get(dc.Context, i.defKey, method)
 		}
 		if err != nil {
-			return nil, i.keyError(ctx, method, err)
+			return i.keyError(dc.Context, method, err)
 		}
 		n := int64(1)
 		if lim.cost != nil {
-			n = lim.cost(ctx, method, req)
+			n = lim.cost(dc.Context, method, req)
 		}
 		dc.checks[k] = floodgate.Check{Limiter: lim.l, Key: key, N: n}
 	}
-	var err error
-	if len(dc.checks) == 1 {
-		c := dc.checks[0]
-		var d floodgate.Decision
-		d, err = c.Limiter.AllowN(ctx, c.Key, c.N)
-		dc.one[0] = d
-		dc.md = floodgate.MultiDecision{Allowed: d.Allowed, Denied: -1, Decisions: dc.one[:]}
-		if !d.Allowed {
-			dc.md.RetryAfter, dc.md.Denied = d.RetryAfter, 0
-		}
-	} else {
-		dc.md, err = floodgate.AllowAll(ctx, dc.checks...)
+	return nil
+}
+
+// defaultKey is a call's key by the interceptor's key function, found
+// once for all the limits without their own. Its zero value has not yet
+// called it.
+type defaultKey struct {
+	key  string
+	err  error
+	done bool
+}
+
+// get returns the key f finds for the call, calling f the first time.
+func (d *defaultKey) get(ctx context.Context, f KeyFunc, method string) (string, error) {
+	if !d.done {
+		d.key, d.err = f(ctx, method)
+		d.done = true
 	}
-	md := &dc.md
-	if err != nil {
-		switch {
-		case errors.Is(err, algo.ErrCostExceedsBurst):
-			// A denial, whose RetryAfter is Never.
-		case md.Allowed:
-			i.servedOnError.Add(1)
-			i.logError(ctx, method, "grpclimit: limiter failed; call served", err)
-			return ctx, nil
-		default:
-			return nil, i.limiterError(ctx, method, err, md.RetryAfter)
-		}
+	return d.key, d.err
+}
+
+// decide decides dc.checks into dc.md: a single limit by its AllowN, into
+// dc's own storage, several all or nothing by floodgate.AllowAll. It
+// returns the limiters' error, dc.md set even then.
+func (dc *decisionContext) decide() error {
+	if len(dc.checks) != 1 {
+		var err error
+		dc.md, err = floodgate.AllowAll(dc.Context, dc.checks...)
+		return err
 	}
-	dc.binding = binding(md)
-	if md.Allowed {
-		for k := range md.Decisions {
-			if md.Decisions[k].DryRun {
-				i.dryRun(dc, method, k)
-			}
-		}
-		return dc, nil
+	c := dc.checks[0]
+	d, err := c.Limiter.AllowN(dc.Context, c.Key, c.N)
+	dc.one[0] = d
+	dc.md = floodgate.MultiDecision{Allowed: d.Allowed, Denied: -1, Decisions: dc.one[:]}
+	if !d.Allowed {
+		dc.md.RetryAfter, dc.md.Denied = d.RetryAfter, 0
 	}
+	return err
+}
+
+// failed ends a call whose limiters failed with err: when their failure
+// mode admitted it anyway (allowed; dry-run mode) the call goes on with
+// ctx, else it fails with limiterError's status, retry being the
+// limiters' wait.
+func (i *Interceptor) failed(ctx context.Context, method string, err error, allowed bool, retry time.Duration) (context.Context, error) {
+	if allowed {
+		i.servedOnError.Add(1)
+		i.logError(ctx, method, "grpclimit: limiter failed; call served", err)
+		return ctx, nil
+	}
+	return nil, i.limiterError(ctx, method, err, retry)
+}
+
+// denied counts a denied call, reports it to the WithOnLimited function,
+// and returns its status.
+func (i *Interceptor) denied(dc *decisionContext, method string) error {
 	i.denials.Add(1)
 	if i.onLimited != nil {
-		i.onLimited(dc, method, md.Decisions[dc.binding])
+		i.onLimited(dc, method, dc.md.Decisions[dc.binding])
 	}
-	return nil, i.denial(dc)
+	return i.denial(dc)
 }
 
 // binding returns the index of the limit that binds: the one that denied
