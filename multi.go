@@ -54,70 +54,103 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 	// md.Allowed is set only once every limit has admitted, so that no
 	// error return can carry an admission.
 	md := MultiDecision{Denied: -1, Decisions: make([]Decision, len(checks))}
-	allowed := true
-	var groups []*group
-	var shadows []int
-	for i, c := range checks {
-		if c.Limiter == nil {
-			return md, fmt.Errorf("floodgate: check %d has no Limiter", i)
-		}
-		if c.Limiter.dryRun {
-			shadows = append(shadows, i)
-			continue
-		}
-		groups = addCheck(groups, i, c)
+	groups, err := groupChecks(checks)
+	if err != nil {
+		return md, err
 	}
-	var reason error
 	var done []*group // groups that admitted and spent
 	for _, g := range groups {
 		if err := g.store.Apply(ctx, g.ops); err != nil {
 			refundAll(ctx, done)
-			// A store that fails may still say when to try again (a
-			// Failsafe failing closed): pass on the longest wait.
-			for j, op := range g.ops {
-				if d := op.Result.Decision; !d.Allowed && d.RetryAfter > md.RetryAfter {
-					md.Denied, md.RetryAfter = g.idx[j], d.RetryAfter
-				}
-			}
+			md.storeWait(g)
 			return md, err
 		}
-		admitted := true
-		for j, op := range g.ops {
-			i := g.idx[j]
-			d := op.Result.Decision
-			md.Decisions[i] = checks[i].Limiter.report(d)
-			if op.Result.Err != nil && reason == nil {
-				reason = op.Result.Err
-			}
-			if !d.Allowed {
-				admitted = false
-				if md.Denied < 0 || d.RetryAfter > md.RetryAfter {
-					md.Denied, md.RetryAfter = i, d.RetryAfter
-				}
-			}
-		}
-		if admitted {
+		if md.record(checks, g) {
 			done = append(done, g)
-		} else {
-			allowed = false
 		}
 	}
-	if !allowed {
+	if len(done) < len(groups) {
 		// The stores that admitted spent their units: give them back.
 		if err := refundAll(ctx, done); err != nil {
 			return md, err
 		}
 		// Their decisions stand as what they reported, but nothing is spent.
-		return md, reason
+		return md, firstResultErr(groups)
 	}
 	md.Allowed = true
-	// Dry-run limiters only report: one that fails (and counts the error
-	// in its Stats) does not fail the request.
-	for _, i := range shadows {
-		c := checks[i]
-		md.Decisions[i], _ = c.Limiter.AllowN(ctx, c.Key, c.N)
-	}
+	md.decideDryRuns(ctx, checks)
 	return md, nil
+}
+
+// groupChecks returns the checks of limiters not in dry-run mode grouped
+// by their limiter's store (addCheck), reading each limiter's clock. It
+// fails on a check without a Limiter.
+func groupChecks(checks []Check) ([]*group, error) {
+	var groups []*group
+	for i, c := range checks {
+		if c.Limiter == nil {
+			return nil, fmt.Errorf("floodgate: check %d has no Limiter", i)
+		}
+		if !c.Limiter.dryRun {
+			groups = addCheck(groups, i, c)
+		}
+	}
+	return groups, nil
+}
+
+// record sets in md the decisions of g's applied ops, as their limiters
+// report them, and makes the denial among them with the longest wait
+// md's, if md has none yet or a shorter one. It reports whether every op
+// of g was admitted.
+func (md *MultiDecision) record(checks []Check, g *group) (admitted bool) {
+	admitted = true
+	for j, op := range g.ops {
+		i := g.idx[j]
+		d := op.Result.Decision
+		md.Decisions[i] = checks[i].Limiter.report(d)
+		if !d.Allowed {
+			admitted = false
+			if md.Denied < 0 || d.RetryAfter > md.RetryAfter {
+				md.Denied, md.RetryAfter = i, d.RetryAfter
+			}
+		}
+	}
+	return admitted
+}
+
+// storeWait passes on in md the longest wait that g's store, failing,
+// reported for a denied op (a Failsafe failing closed says when to try
+// again), and the check it came from, if longer than md's.
+func (md *MultiDecision) storeWait(g *group) {
+	for j, op := range g.ops {
+		if d := op.Result.Decision; !d.Allowed && d.RetryAfter > md.RetryAfter {
+			md.Denied, md.RetryAfter = g.idx[j], d.RetryAfter
+		}
+	}
+}
+
+// firstResultErr returns the first error in the results of the applied
+// ops of groups, in order (a cost past the burst), or nil.
+func firstResultErr(groups []*group) error {
+	for _, g := range groups {
+		for _, op := range g.ops {
+			if op.Result.Err != nil {
+				return op.Result.Err
+			}
+		}
+	}
+	return nil
+}
+
+// decideDryRuns decides into md the checks whose limiters are in dry-run
+// mode, in order. They only report: one that fails (and counts the error
+// in its Stats) does not fail the request.
+func (md *MultiDecision) decideDryRuns(ctx context.Context, checks []Check) {
+	for i, c := range checks {
+		if c.Limiter.dryRun {
+			md.Decisions[i], _ = c.Limiter.AllowN(ctx, c.Key, c.N)
+		}
+	}
 }
 
 // addCheck adds check i, c, to the group of its limiter's store, or to a
