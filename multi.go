@@ -22,7 +22,7 @@ type MultiDecision struct {
 	// each spent its units.
 	Allowed bool
 	// RetryAfter is 0 when admitted; otherwise the longest RetryAfter of
-	// the limits that denied, or Never.
+	// the limits that denied, or algo.Never.
 	RetryAfter time.Duration
 	// Denied is the index in the checks of the limit that denied with
 	// that longest RetryAfter, or -1 when admitted.
@@ -46,10 +46,10 @@ type MultiDecision struct {
 // the others, and only reports.
 //
 // A cost above a limit's burst denies the whole request with RetryAfter
-// Never and an error wrapping ErrCostExceedsBurst; other errors (bad input,
-// a broken store) mean nothing was spent. When a store fails but says when
-// to try again (a Failsafe failing closed), RetryAfter and Denied carry
-// that wait and the check it came from.
+// algo.Never and an error wrapping algo.ErrCostExceedsBurst; other errors
+// (bad input, a broken store) mean nothing was spent. When a store fails
+// but says when to try again (a failsafe store failing closed),
+// RetryAfter and Denied carry that wait and the check it came from.
 func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 	// md.Allowed is set only once every limit has admitted, so that no
 	// error return can carry an admission.
@@ -119,7 +119,7 @@ func (md *MultiDecision) record(checks []Check, g *group) (admitted bool) {
 }
 
 // storeWait passes on in md the longest wait that g's store, failing,
-// reported for a denied op (a Failsafe failing closed says when to try
+// reported for a denied op (a failsafe store failing closed says when to try
 // again), and the check it came from, if longer than md's.
 func (md *MultiDecision) storeWait(g *group) {
 	for j, op := range g.ops {
