@@ -157,9 +157,6 @@ func (s *Server) Config() *Config { return s.cur.Load().cfg }
 // balancers stop sending requests before the listeners close.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
-// Registry returns the registry holding the Server's metrics, for more.
-func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
-
 // TLSConfig returns a TLS configuration for a listener that serves the
 // certificates of the configuration in use at each handshake, so that a
 // reload renews them, offering nextProtos in ALPN (h2 and http/1.1 for
