@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 
@@ -67,7 +68,14 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/callerTime=%v", name, callerTime), func(t *testing.T) {
 				opts := []Option{WithPrefix(fmt.Sprintf("quick%d:", quickPrefixes.Add(1)))}
 				if callerTime {
-					opts = append(opts, WithCallerTime())
+					// Redis expires a key in real time, ResetAfter after its
+					// write: a bucket that drains in nanoseconds would be gone
+					// a millisecond later, while the caller's time stands
+					// still, and on a busy machine f could expire between the
+					// two script calls. WithMinTTL keeps it, as the store's
+					// documentation asks of a caller whose time runs slower
+					// than real time.
+					opts = append(opts, WithCallerTime(), WithMinTTL(time.Minute))
 				}
 				s, err := New(c, opts...)
 				if err != nil {
