@@ -17,6 +17,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -78,4 +80,33 @@ func usage() string {
 	}
 	b.WriteString("\nRun 'floodgate COMMAND -h' for a command's usage.\n")
 	return b.String()
+}
+
+// usageError is a mistake in a command's arguments found after its flags
+// were parsed, such as a store URL that cannot be opened: the command
+// reports it as badUsage does.
+type usageError struct{ error }
+
+// usagef returns a usageError whose message is format with a.
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// badUsage reports err, a mistake in the arguments of the command name,
+// and returns the exit code. For flag.ErrHelp (-h) it writes the command's
+// usage on stdout and returns exitOK; otherwise it writes err on stderr
+// with where to find the usage, and returns exitUsage.
+func badUsage(name, usage string, err error, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "floodgate %s: %v\nRun 'floodgate %s -h' for usage.\n", name, err, name)
+	return exitUsage
+}
+
+// givenFlags returns the names of the flags of fs given on the command
+// line.
+func givenFlags(fs *flag.FlagSet) map[string]bool {
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
 }

@@ -130,105 +130,164 @@ the store fails.
 // The formats of --input-format.
 var inputFormats = []string{"native", "clf", "combined"}
 
+// simulateOptions is what simulate's flags and arguments ask for: the flags
+// as given, and what validate derives from them.
+type simulateOptions struct {
+	policyText  string          // --policy
+	storeURL    string          // --store
+	inputFormat string          // --input-format: native, clf or combined
+	keyField    string          // --key
+	summary     bool            // --summary
+	plotFile    string          // --plot; "" for no picture
+	plotKeys    int             // --plot-keys
+	quiet       bool            // -q, --quiet
+	set         map[string]bool // the flags given
+	args        []string        // the arguments after the flags
+
+	policy     algo.Policy  // --policy, parsed
+	logKey     trace.LogKey // an access log's key (not for native traces)
+	plotFormat string       // the picture's format, "svg" or "png", with --plot
+	file       string       // the trace's file; "-" for standard input
+}
+
 // runSimulate is the simulate command.
 func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors and usage are printed below
-	policyText := fs.String("policy", "", "")
-	storeURL := fs.String("store", "memory", "")
-	inputFormat := fs.String("input-format", "native", "")
-	keyField := fs.String("key", "host", "")
-	summary := fs.Bool("summary", false, "")
-	plotFile := fs.String("plot", "", "")
-	plotKeys := fs.Int("plot-keys", 4, "")
-	var quiet bool
-	fs.BoolVar(&quiet, "q", false, "")
-	fs.BoolVar(&quiet, "quiet", false, "")
-	usageError := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "floodgate simulate: "+format+"\nRun 'floodgate simulate -h' for usage.\n", a...)
-		return exitUsage
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, simulateUsage)
-			return exitOK
-		}
-		return usageError("%v", err)
-	}
-	set := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	rest := fs.Args()
-	switch {
-	case len(rest) > 1 && strings.HasPrefix(rest[1], "-"):
-		return usageError("too many arguments: %q (flags go before FILE)", rest[1:])
-	case len(rest) > 1:
-		return usageError("too many arguments: %q (want at most one FILE)", rest[1:])
-	case *policyText == "":
-		return usageError("--policy is required, such as --policy 'token-bucket 5/1s'")
-	}
-	policy, err := algo.ParsePolicy(*policyText)
+	o, err := parseSimulateArgs(args)
 	if err != nil {
-		return usageError("%v", err)
+		return badUsage("simulate", simulateUsage, err, stdout, stderr)
 	}
-	if !slices.Contains(inputFormats, *inputFormat) {
-		return usageError("--input-format %q: unknown format (want native, clf or combined)", *inputFormat)
+	err = o.simulate(stdin, stdout, stderr)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, new(usageError)):
+		return badUsage("simulate", simulateUsage, err, stdout, stderr)
 	}
-	sim := &simulation{}
-	var order *trace.InOrder
-	if *inputFormat == "native" {
-		if set["key"] {
-			return usageError("--key is for --input-format clf and combined (a native trace names its keys)")
+	fmt.Fprintf(stderr, "floodgate simulate: %v\n", err)
+	if errors.As(err, new(outputError)) {
+		return exitFailure
+	}
+	return exitUsage
+}
+
+// parseSimulateArgs parses simulate's flags and arguments and validates
+// them.
+func parseSimulateArgs(args []string) (*simulateOptions, error) {
+	o := &simulateOptions{}
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are printed by runSimulate
+	fs.StringVar(&o.policyText, "policy", "", "")
+	fs.StringVar(&o.storeURL, "store", "memory", "")
+	fs.StringVar(&o.inputFormat, "input-format", "native", "")
+	fs.StringVar(&o.keyField, "key", "host", "")
+	fs.BoolVar(&o.summary, "summary", false, "")
+	fs.StringVar(&o.plotFile, "plot", "", "")
+	fs.IntVar(&o.plotKeys, "plot-keys", 4, "")
+	fs.BoolVar(&o.quiet, "q", false, "")
+	fs.BoolVar(&o.quiet, "quiet", false, "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o.set, o.args = givenFlags(fs), fs.Args()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// validate checks the flags and arguments, and derives policy, logKey,
+// plotFormat and file from them.
+func (o *simulateOptions) validate() error {
+	switch {
+	case len(o.args) > 1 && strings.HasPrefix(o.args[1], "-"):
+		return fmt.Errorf("too many arguments: %q (flags go before FILE)", o.args[1:])
+	case len(o.args) > 1:
+		return fmt.Errorf("too many arguments: %q (want at most one FILE)", o.args[1:])
+	case len(o.args) == 1:
+		o.file = o.args[0]
+	default:
+		o.file = "-"
+	}
+	if o.policyText == "" {
+		return errors.New("--policy is required, such as --policy 'token-bucket 5/1s'")
+	}
+	var err error
+	if o.policy, err = algo.ParsePolicy(o.policyText); err != nil {
+		return err
+	}
+	if o.logKey, err = o.validateInput(); err != nil {
+		return err
+	}
+	o.plotFormat, err = o.validatePlot()
+	return err
+}
+
+// validateInput checks --input-format and --key, and returns the key of
+// an access log's requests.
+func (o *simulateOptions) validateInput() (trace.LogKey, error) {
+	if !slices.Contains(inputFormats, o.inputFormat) {
+		return 0, fmt.Errorf("--input-format %q: unknown format (want native, clf or combined)", o.inputFormat)
+	}
+	if o.inputFormat == "native" {
+		if o.set["key"] {
+			return 0, errors.New("--key is for --input-format clf and combined (a native trace names its keys)")
 		}
-	} else {
-		key, ok := parseLogKey(*keyField)
-		if !ok {
-			return usageError("--key %q: unknown field (want host, user, request or path)", *keyField)
-		}
-		order = &trace.InOrder{Format: trace.AccessLog{Combined: *inputFormat == "combined", Key: key}.Parse}
-		sim.format, sim.clock = order.Parse, true
+		return 0, nil
 	}
-	var plotFormatName string
-	if set["plot"] {
-		if plotFormatName, err = plotFormat(*plotFile); err != nil {
-			return usageError("%v", err)
+	key, ok := parseLogKey(o.keyField)
+	if !ok {
+		return 0, fmt.Errorf("--key %q: unknown field (want host, user, request or path)", o.keyField)
+	}
+	return key, nil
+}
+
+// validatePlot checks --plot and --plot-keys, and returns the picture's
+// format ("" without --plot).
+func (o *simulateOptions) validatePlot() (string, error) {
+	var format string
+	if o.set["plot"] {
+		var err error
+		if format, err = plotFormat(o.plotFile); err != nil {
+			return "", err
 		}
 	}
 	switch {
-	case *plotKeys < 1 || *plotKeys > maxPlotKeys:
-		return usageError("--plot-keys %d: want 1 to %d", *plotKeys, maxPlotKeys)
-	case set["plot-keys"] && !set["plot"]:
-		return usageError("--plot-keys is for --plot")
+	case o.plotKeys < 1 || o.plotKeys > maxPlotKeys:
+		return "", fmt.Errorf("--plot-keys %d: want 1 to %d", o.plotKeys, maxPlotKeys)
+	case o.set["plot-keys"] && !o.set["plot"]:
+		return "", errors.New("--plot-keys is for --plot")
 	}
-	if !*summary && !quiet {
-		sim.events = stdout
-	}
-	if *summary || set["plot"] {
-		sim.stats = &runStats{keepPoints: set["plot"], burst: policy.Burst()}
-	}
+	return format, nil
+}
 
+// simulate replays the trace through the store and writes what o asks
+// for. Its error is a usageError for a store that cannot be opened, an
+// outputError when the output or the store fails, or a mistake in the
+// trace.
+func (o *simulateOptions) simulate(stdin io.Reader, stdout, stderr io.Writer) error {
 	in, name := stdin, "standard input"
-	if len(rest) == 1 && rest[0] != "-" {
-		f, err := os.Open(rest[0])
+	if o.file != "-" {
+		f, err := os.Open(o.file)
 		if err != nil {
-			fmt.Fprintf(stderr, "floodgate simulate: %v\n", err)
-			return exitUsage
+			return err
 		}
 		defer f.Close()
-		in, name = f, filepath.Base(rest[0])
+		in, name = f, filepath.Base(o.file)
 	}
 	var picture *pendingFile
-	if set["plot"] {
+	if o.plotFile != "" {
 		// Fail now, not after the whole trace, when PICTURE cannot be written.
-		if picture, err = createPending(*plotFile); err != nil {
-			fmt.Fprintf(stderr, "floodgate simulate: --plot: %v\n", err)
-			return exitFailure
+		var err error
+		if picture, err = createPending(o.plotFile); err != nil {
+			return outputError{fmt.Errorf("--plot: %w", err)}
 		}
 		defer picture.discard()
 	}
-	tb, done, err := openSimulationStore(*storeURL, policy)
+	tb, done, err := openSimulationStore(o.storeURL, o.policy)
 	if err != nil {
-		return usageError("--store: %v", err)
+		return usagef("--store: %v", err)
 	}
+	sim, order := o.newSimulation(stdout)
 	in, endProgress := simulateProgress.withProgress(in, name, stderr, sim.events)
 	err = sim.run(tb, in)
 	endProgress()
@@ -238,27 +297,48 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if order != nil && order.Moved > 0 {
 		fmt.Fprintf(stderr, "floodgate simulate: %s\n", movedNote(order))
 	}
-	if err == nil && *summary {
-		if werr := writeSummary(stdout, sim.stats, sim.clock); werr != nil {
-			err = outputError{werr}
-		}
-	}
-	if err == nil && picture != nil {
-		err = picture.write(func(w io.Writer) error {
-			return writePlot(w, plotFormatName, sim.stats, *plotKeys, policy, sim.clock)
-		})
-		if err != nil {
-			err = outputError{fmt.Errorf("--plot: %w", err)}
-		}
-	}
 	if err != nil {
-		fmt.Fprintf(stderr, "floodgate simulate: %v\n", err)
-		if errors.As(err, new(outputError)) {
-			return exitFailure
-		}
-		return exitUsage
+		return err
 	}
-	return exitOK
+	return o.report(stdout, sim, picture)
+}
+
+// newSimulation returns the simulation o asks for, writing its decisions
+// to stdout, and with an access log the InOrder that reads it (else nil).
+func (o *simulateOptions) newSimulation(stdout io.Writer) (*simulation, *trace.InOrder) {
+	sim := &simulation{}
+	var order *trace.InOrder
+	if o.inputFormat != "native" {
+		order = &trace.InOrder{Format: trace.AccessLog{Combined: o.inputFormat == "combined", Key: o.logKey}.Parse}
+		sim.format, sim.clock = order.Parse, true
+	}
+	if !o.summary && !o.quiet {
+		sim.events = stdout
+	}
+	if o.summary || o.plotFile != "" {
+		sim.stats = &runStats{keepPoints: o.plotFile != "", burst: o.policy.Burst()}
+	}
+	return sim, order
+}
+
+// report writes the summary of the run sim to stdout and its picture to
+// picture (nil for none), as o asks.
+func (o *simulateOptions) report(stdout io.Writer, sim *simulation, picture *pendingFile) error {
+	if o.summary {
+		if err := writeSummary(stdout, sim.stats, sim.clock); err != nil {
+			return outputError{err}
+		}
+	}
+	if picture == nil {
+		return nil
+	}
+	err := picture.write(func(w io.Writer) error {
+		return writePlot(w, o.plotFormat, sim.stats, o.plotKeys, o.policy, sim.clock)
+	})
+	if err != nil {
+		return outputError{fmt.Errorf("--plot: %w", err)}
+	}
+	return nil
 }
 
 // movedNote says how many requests InOrder moved, and by how much.
