@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storeurl"
 )
 
@@ -77,110 +79,168 @@ type checkLimit struct {
 	policy algo.Policy
 }
 
+// checkOptions is what check's flags and arguments ask for: the flags as
+// given, and what validate derives from them.
+type checkOptions struct {
+	policyText string        // --policy
+	limits     limitFlags    // --limit, and then --policy on KEY too
+	cost       int64         // --cost
+	storeURL   string        // --store
+	wait       bool          // --wait
+	maxWait    time.Duration // --max-wait
+	nowText    string        // --now
+	asJSON     bool          // --json
+	args       []string      // the arguments after the flags
+
+	clock clock.Clock // the clock decisions read: wallClock, or stopped at --now
+}
+
 // runCheck is the check command.
 func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	policyText := fs.String("policy", "", "")
-	var limits limitFlags
-	fs.Var(&limits, "limit", "")
-	cost := fs.Int64("cost", 1, "")
-	storeURL := fs.String("store", "", "")
-	wait := fs.Bool("wait", false, "")
-	maxWait := fs.Duration("max-wait", 0, "")
-	nowText := fs.String("now", "", "")
-	asJSON := fs.Bool("json", false, "")
-	usageError := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "floodgate check: "+format+"\nRun 'floodgate check -h' for usage.\n", a...)
-		return exitUsage
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, checkUsage)
-			return exitOK
-		}
-		return usageError("%v", err)
-	}
-	rest := fs.Args()
-	switch {
-	case *policyText != "" && len(limits) > 0:
-		return usageError("give either --policy and a KEY or --limit KEY=POLICY pairs, not both")
-	case *policyText != "":
-		if len(rest) != 1 {
-			return usageError("--policy takes exactly one KEY argument, got %d (flags go before KEY)", len(rest))
-		}
-		p, err := algo.ParsePolicy(*policyText)
-		if err != nil {
-			return usageError("--policy: %v", err)
-		}
-		limits = append(limits, checkLimit{rest[0], p})
-	case len(limits) == 0:
-		return usageError("--policy POLICY KEY or at least one --limit KEY=POLICY is required")
-	case len(rest) > 0:
-		return usageError("unexpected argument %q: with --limit, the keys are in the limits", rest[0])
-	}
-	for i, l := range limits {
-		for _, m := range limits[:i] {
-			if m == l {
-				return usageError("the limit %q on %q is given twice", l.policy, l.key)
-			}
-		}
-	}
-	if *cost < 0 {
-		return usageError("--cost %d: a cost cannot be negative", *cost)
-	}
-	if *maxWait < 0 {
-		return usageError("--max-wait %v: a wait cannot be negative", *maxWait)
-	}
-	if *maxWait > 0 && !*wait {
-		return usageError("--max-wait needs --wait")
-	}
-	clk := wallClock
-	if *nowText != "" {
-		if *wait {
-			return usageError("--now and --wait cannot go together: a check at a given time cannot sleep")
-		}
-		ns, err := parseInstant(*nowText)
-		if err != nil {
-			return usageError("--now: %v", err)
-		}
-		clk = clock.NewFake(time.Unix(0, ns))
-	}
-
-	url, err := checkStoreURL(*storeURL)
+	o, err := parseCheckArgs(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "floodgate check: %v\n", err)
-		return exitUsage
+		return badUsage("check", checkUsage, err, stdout, stderr)
 	}
-	var extra []redisstore.Option
-	if *nowText != "" {
-		extra = append(extra, redisstore.WithCallerTime()) // Redis decides at --now, not on its clock
-	}
-	store, closer, err := storeurl.Open(url, extra...)
+	st, closer, err := o.openStore()
 	if err != nil {
-		return usageError("--store: %v", err)
+		return checkFailed(err, stdout, stderr)
 	}
 	defer closer.Close()
-
-	checks := make([]floodgate.Check, len(limits))
-	for i, l := range limits {
-		lim, err := floodgate.NewLimiter(l.policy, floodgate.WithStore(store), floodgate.WithClock(clk))
-		if err != nil {
-			fmt.Fprintf(stderr, "floodgate check: %v\n", err)
-			return exitUsage
-		}
-		checks[i] = floodgate.Check{Limiter: lim, Key: l.key, N: *cost}
-	}
-	md, err := decideChecks(context.Background(), clk, checks, *wait, *maxWait)
+	md, err := o.decide(st)
 	if err != nil {
-		if errors.Is(err, algo.ErrCostExceedsBurst) {
-			return usageError("%v", err)
-		}
-		fmt.Fprintf(stderr, "floodgate check: %v\n", err)
-		return exitUsage
+		return checkFailed(err, stdout, stderr)
 	}
-	if *asJSON {
-		fmt.Fprintf(stdout, "%s\n", appendCheckJSON(nil, limits, md))
+	return o.report(stdout, md)
+}
+
+// parseCheckArgs parses check's flags and arguments and validates them.
+func parseCheckArgs(args []string) (*checkOptions, error) {
+	o := &checkOptions{}
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are printed by runCheck
+	fs.StringVar(&o.policyText, "policy", "", "")
+	fs.Var(&o.limits, "limit", "")
+	fs.Int64Var(&o.cost, "cost", 1, "")
+	fs.StringVar(&o.storeURL, "store", "", "")
+	fs.BoolVar(&o.wait, "wait", false, "")
+	fs.DurationVar(&o.maxWait, "max-wait", 0, "")
+	fs.StringVar(&o.nowText, "now", "", "")
+	fs.BoolVar(&o.asJSON, "json", false, "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o.args = fs.Args()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// validate checks the flags and arguments, adds --policy on KEY to the
+// limits, and sets the clock.
+func (o *checkOptions) validate() error {
+	if err := o.validateLimits(); err != nil {
+		return err
+	}
+	switch {
+	case o.cost < 0:
+		return fmt.Errorf("--cost %d: a cost cannot be negative", o.cost)
+	case o.maxWait < 0:
+		return fmt.Errorf("--max-wait %v: a wait cannot be negative", o.maxWait)
+	case o.maxWait > 0 && !o.wait:
+		return errors.New("--max-wait needs --wait")
+	}
+	return o.setClock()
+}
+
+// validateLimits checks that the limits come from either --policy and
+// KEY or --limit, adds the one of --policy to them, and checks that none
+// is given twice.
+func (o *checkOptions) validateLimits() error {
+	switch {
+	case o.policyText != "" && len(o.limits) > 0:
+		return errors.New("give either --policy and a KEY or --limit KEY=POLICY pairs, not both")
+	case o.policyText != "":
+		if len(o.args) != 1 {
+			return fmt.Errorf("--policy takes exactly one KEY argument, got %d (flags go before KEY)", len(o.args))
+		}
+		p, err := algo.ParsePolicy(o.policyText)
+		if err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		o.limits = append(o.limits, checkLimit{o.args[0], p})
+	case len(o.limits) == 0:
+		return errors.New("--policy POLICY KEY or at least one --limit KEY=POLICY is required")
+	case len(o.args) > 0:
+		return fmt.Errorf("unexpected argument %q: with --limit, the keys are in the limits", o.args[0])
+	}
+	for i, l := range o.limits {
+		if slices.Contains(o.limits[:i], l) {
+			return fmt.Errorf("the limit %q on %q is given twice", l.policy, l.key)
+		}
+	}
+	return nil
+}
+
+// setClock sets the clock of the decisions: wallClock, or with --now a
+// clock stopped at that time.
+func (o *checkOptions) setClock() error {
+	o.clock = wallClock
+	if o.nowText == "" {
+		return nil
+	}
+	if o.wait {
+		return errors.New("--now and --wait cannot go together: a check at a given time cannot sleep")
+	}
+	ns, err := parseInstant(o.nowText)
+	if err != nil {
+		return fmt.Errorf("--now: %w", err)
+	}
+	o.clock = clock.NewFake(time.Unix(0, ns))
+	return nil
+}
+
+// openStore opens the store of --store, else of $FLOODGATE_STORE, else
+// the state file. A store that cannot be opened is a usageError.
+func (o *checkOptions) openStore() (store.Store, io.Closer, error) {
+	url, err := checkStoreURL(o.storeURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	var extra []redisstore.Option
+	if o.nowText != "" {
+		extra = append(extra, redisstore.WithCallerTime()) // Redis decides at --now, not on its clock
+	}
+	st, closer, err := storeurl.Open(url, extra...)
+	if err != nil {
+		return nil, nil, usagef("--store: %v", err)
+	}
+	return st, closer, nil
+}
+
+// decide decides the event under every limit, all or nothing, with the
+// state in st. A cost above a limit's burst is a usageError.
+func (o *checkOptions) decide(st store.Store) (floodgate.MultiDecision, error) {
+	checks := make([]floodgate.Check, len(o.limits))
+	for i, l := range o.limits {
+		lim, err := floodgate.NewLimiter(l.policy, floodgate.WithStore(st), floodgate.WithClock(o.clock))
+		if err != nil {
+			return floodgate.MultiDecision{}, err
+		}
+		checks[i] = floodgate.Check{Limiter: lim, Key: l.key, N: o.cost}
+	}
+	md, err := decideChecks(context.Background(), o.clock, checks, o.wait, o.maxWait)
+	if errors.Is(err, algo.ErrCostExceedsBurst) {
+		return md, usageError{err}
+	}
+	return md, err
+}
+
+// report writes the decision md on stdout as check's flags ask, and
+// returns the exit code: exitOK when admitted, exitFailure when limited.
+func (o *checkOptions) report(stdout io.Writer, md floodgate.MultiDecision) int {
+	if o.asJSON {
+		fmt.Fprintf(stdout, "%s\n", appendCheckJSON(nil, o.limits, md))
 	} else if !md.Allowed {
 		fmt.Fprintln(stdout, seconds.Ceil(md.RetryAfter))
 	}
@@ -188,6 +248,17 @@ func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// checkFailed reports err, which stopped check before a decision, and
+// returns exitUsage: a usageError with where to find the usage, any other
+// error alone.
+func checkFailed(err error, stdout, stderr io.Writer) int {
+	if errors.As(err, new(usageError)) {
+		return badUsage("check", checkUsage, err, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "floodgate check: %v\n", err)
+	return exitUsage
 }
 
 // decideChecks decides checks all or nothing; with wait, a refusal that a
