@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,178 +55,237 @@ Flags:
   --timeout D         give up after D (default 10s)
 `
 
+// clientOptions is what client's subcommand, flags and arguments ask for.
+type clientOptions struct {
+	sub        string        // check, reset or policies
+	server     string        // --server
+	tokenFile  string        // --token-file
+	policy     string        // --policy
+	policyText string        // --policy-text
+	cost       int64         // --cost
+	asJSON     bool          // --json
+	caFile     string        // --ca-file
+	certFile   string        // --cert-file
+	keyFile    string        // --key-file
+	timeout    time.Duration // --timeout
+	key        string        // KEY, for check and reset
+}
+
 // runClient is the client command.
 func runClient(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	usageError := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "floodgate client: "+format+"\nRun 'floodgate client -h' for usage.\n", a...)
+	o, err := parseClientArgs(args)
+	if err != nil {
+		return badUsage("client", clientUsage, err, stdout, stderr)
+	}
+	c, err := o.newClient()
+	if err != nil {
+		return badUsage("client", clientUsage, err, stdout, stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	code := exitOK
+	switch o.sub {
+	case "policies":
+		err = o.printPolicies(ctx, c, stdout)
+	case "reset":
+		err = c.Reset(ctx, client.Check{Policy: o.policy, PolicyText: o.policyText, Key: o.key})
+	default:
+		code, err = o.check(ctx, c, stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate client %s: %v\n", o.sub, err)
 		return exitUsage
 	}
+	return code
+}
+
+// parseClientArgs parses client's subcommand, flags and arguments, and
+// validates them. A request for help is flag.ErrHelp.
+func parseClientArgs(args []string) (*clientOptions, error) {
 	if len(args) == 0 {
-		return usageError("want a subcommand: check, reset or policies")
+		return nil, errors.New("want a subcommand: check, reset or policies")
 	}
-	sub := args[0]
-	switch sub {
+	o := &clientOptions{sub: args[0]}
+	switch o.sub {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, clientUsage)
-		return exitOK
+		return nil, flag.ErrHelp
 	case "check", "reset", "policies":
 	default:
-		return usageError("unknown subcommand %q: want check, reset or policies", sub)
+		return nil, fmt.Errorf("unknown subcommand %q: want check, reset or policies", o.sub)
 	}
-	fs := flag.NewFlagSet("client "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	server := fs.String("server", "", "")
-	tokenFile := fs.String("token-file", "", "")
-	policy := fs.String("policy", "", "")
-	policyText := fs.String("policy-text", "", "")
-	cost := fs.Int64("cost", 1, "")
-	asJSON := fs.Bool("json", false, "")
-	caFile := fs.String("ca-file", "", "")
-	certFile := fs.String("cert-file", "", "")
-	keyFile := fs.String("key-file", "", "")
-	timeout := fs.Duration("timeout", 10*time.Second, "")
+	fs := flag.NewFlagSet("client "+o.sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are printed by runClient
+	fs.StringVar(&o.server, "server", "", "")
+	fs.StringVar(&o.tokenFile, "token-file", "", "")
+	fs.StringVar(&o.policy, "policy", "", "")
+	fs.StringVar(&o.policyText, "policy-text", "", "")
+	fs.Int64Var(&o.cost, "cost", 1, "")
+	fs.BoolVar(&o.asJSON, "json", false, "")
+	fs.StringVar(&o.caFile, "ca-file", "", "")
+	fs.StringVar(&o.certFile, "cert-file", "", "")
+	fs.StringVar(&o.keyFile, "key-file", "", "")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "")
 	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, clientUsage)
-			return exitOK
-		}
-		return usageError("%v", err)
+		return nil, err
 	}
-	rest := fs.Args()
-	if sub == "policies" {
-		if len(rest) > 0 || *policy != "" || *policyText != "" {
-			return usageError("policies takes no KEY and no policy")
+	if err := o.validate(fs.Args()); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// validate checks the flags and the arguments after them, rest, and sets
+// the key.
+func (o *clientOptions) validate(rest []string) error {
+	if o.sub == "policies" {
+		if len(rest) > 0 || o.policy != "" || o.policyText != "" {
+			return errors.New("policies takes no KEY and no policy")
 		}
 	} else {
 		switch {
 		case len(rest) != 1:
-			return usageError("%s takes exactly one KEY argument, got %d (flags go before KEY)", sub, len(rest))
-		case (*policy == "") == (*policyText == ""):
-			return usageError("give --policy NAME or --policy-text POLICY")
-		case *cost < 0:
-			return usageError("--cost %d: a cost cannot be negative", *cost)
+			return fmt.Errorf("%s takes exactly one KEY argument, got %d (flags go before KEY)", o.sub, len(rest))
+		case (o.policy == "") == (o.policyText == ""):
+			return errors.New("give --policy NAME or --policy-text POLICY")
+		case o.cost < 0:
+			return fmt.Errorf("--cost %d: a cost cannot be negative", o.cost)
 		}
+		o.key = rest[0]
 	}
-	if *timeout <= 0 {
-		return usageError("--timeout %v: want a positive duration", *timeout)
+	if o.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: want a positive duration", o.timeout)
 	}
-	c, err := newClient(*server, *tokenFile, *caFile, *certFile, *keyFile)
-	if err != nil {
-		return usageError("%v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	failed := func(err error) int {
-		fmt.Fprintf(stderr, "floodgate client %s: %v\n", sub, err)
-		return exitUsage
-	}
+	return nil
+}
 
-	switch sub {
-	case "policies":
-		ps, err := c.Policies(ctx)
-		if err != nil {
-			return failed(err)
-		}
-		if *asJSON {
-			type policy struct {
-				Name   string `json:"name"`
-				Policy string `json:"policy"`
-			}
-			out := make([]policy, len(ps))
-			for i, p := range ps {
-				out[i] = policy{p.Name, p.Policy}
-			}
-			b, _ := json.Marshal(out)
-			fmt.Fprintf(stdout, "%s\n", b)
-			return exitOK
-		}
+// printPolicies prints the server's policies on stdout: one a line, the
+// name and the policy separated by a tab, or with --json as a JSON array.
+func (o *clientOptions) printPolicies(ctx context.Context, c *client.Client, stdout io.Writer) error {
+	ps, err := c.Policies(ctx)
+	if err != nil {
+		return err
+	}
+	if !o.asJSON {
 		for _, p := range ps {
 			fmt.Fprintf(stdout, "%s\t%s\n", p.Name, p.Policy)
 		}
-		return exitOK
-	case "reset":
-		if err := c.Reset(ctx, client.Check{Policy: *policy, PolicyText: *policyText, Key: rest[0]}); err != nil {
-			return failed(err)
-		}
-		return exitOK
+		return nil
 	}
-	ch := client.Check{Policy: *policy, PolicyText: *policyText, Key: rest[0], Cost: *cost, Peek: *cost == 0}
+	type policy struct {
+		Name   string `json:"name"`
+		Policy string `json:"policy"`
+	}
+	out := make([]policy, len(ps))
+	for i, p := range ps {
+		out[i] = policy{p.Name, p.Policy}
+	}
+	b, _ := json.Marshal(out)
+	fmt.Fprintf(stdout, "%s\n", b)
+	return nil
+}
+
+// check decides one event on the key, prints the decision as the flags
+// ask, and returns the exit code: exitOK when admitted, exitFailure when
+// limited.
+func (o *clientOptions) check(ctx context.Context, c *client.Client, stdout io.Writer) (int, error) {
+	ch := client.Check{Policy: o.policy, PolicyText: o.policyText, Key: o.key, Cost: o.cost, Peek: o.cost == 0}
 	d, err := c.Decide(ctx, ch)
 	if err != nil {
-		return failed(err)
+		return 0, err
 	}
-	if *asJSON {
-		b := []byte(`{"allowed":`)
-		b = fmt.Appendf(b, "%t", d.Allowed)
-		b = fmt.Appendf(b, `,"remaining":%d,"retry_after":`, d.Remaining)
-		b = appendWait(b, d.RetryAfter)
-		b = append(b, `,"reset_after":`...)
-		b = appendWait(b, d.ResetAfter)
-		fmt.Fprintf(stdout, "%s}\n", b)
+	if o.asJSON {
+		fmt.Fprintf(stdout, "%s\n", appendClientDecision(nil, d))
 	} else if !d.Allowed {
 		fmt.Fprintln(stdout, seconds.Ceil(d.RetryAfter))
 	}
 	if !d.Allowed {
-		return exitFailure
+		return exitFailure, nil
 	}
-	return exitOK
+	return exitOK, nil
 }
 
-// newClient makes the client of the flags: the server's URL, a bearer
-// token, and TLS settings.
-func newClient(server, tokenFile, caFile, certFile, keyFile string) (*client.Client, error) {
-	if server == "" {
-		server = os.Getenv("FLOODGATE_SERVER")
-	}
-	if server == "" {
-		server = "http://127.0.0.1:8080"
-	}
+// appendClientDecision appends the decision d as the JSON object client
+// check --json prints.
+func appendClientDecision(b []byte, d client.Decision) []byte {
+	b = append(b, `{"allowed":`...)
+	b = strconv.AppendBool(b, d.Allowed)
+	b = append(b, `,"remaining":`...)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	b = append(b, `,"retry_after":`...)
+	b = appendWait(b, d.RetryAfter)
+	b = append(b, `,"reset_after":`...)
+	b = appendWait(b, d.ResetAfter)
+	return append(b, '}')
+}
+
+// newClient makes the client the flags ask for: the server (--server,
+// else $FLOODGATE_SERVER, else http://127.0.0.1:8080), a bearer token
+// (clientToken) and TLS settings (clientTLS).
+func (o *clientOptions) newClient() (*client.Client, error) {
+	server := cmp.Or(o.server, os.Getenv("FLOODGATE_SERVER"), "http://127.0.0.1:8080")
 	var opts []client.Option
-	token := os.Getenv("FLOODGATE_TOKEN")
-	if tokenFile != "" {
-		data, err := os.ReadFile(tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		token = ""
-		for line := range strings.Lines(string(data)) { // the first token, as the server reads them
-			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-				token = line
-				break
-			}
-		}
-		if token == "" {
-			return nil, fmt.Errorf("--token-file %s holds no token", tokenFile)
-		}
+	token, err := clientToken(o.tokenFile)
+	if err != nil {
+		return nil, err
 	}
 	if token != "" {
 		opts = append(opts, client.WithToken(token))
 	}
-	if caFile != "" || certFile != "" || keyFile != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if caFile != "" {
-			pem, err := os.ReadFile(caFile)
-			if err != nil {
-				return nil, fmt.Errorf("--ca-file: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)
-			}
-		}
-		if (certFile == "") != (keyFile == "") {
-			return nil, errors.New("--cert-file and --key-file go together")
-		}
-		if certFile != "" {
-			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, fmt.Errorf("--cert-file: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
+	if o.caFile != "" || o.certFile != "" || o.keyFile != "" {
+		tc, err := clientTLS(o.caFile, o.certFile, o.keyFile)
+		if err != nil {
+			return nil, err
 		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = tc
 		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: tr}))
 	}
 	return client.New(server, opts...)
+}
+
+// clientToken returns the bearer token: the first in tokenFile, as the
+// server reads them (a line, trimmed, not empty and not starting with #),
+// else $FLOODGATE_TOKEN; "" for none.
+func clientToken(tokenFile string) (string, error) {
+	if tokenFile == "" {
+		return os.Getenv("FLOODGATE_TOKEN"), nil
+	}
+	data, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			return line, nil
+		}
+	}
+	return "", fmt.Errorf("--token-file %s holds no token", tokenFile)
+}
+
+// clientTLS returns the TLS settings of --ca-file, the CA certificates
+// that the client trusts ("" for the system's), and of --cert-file and
+// --key-file, the client's certificate ("" for none).
+func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--cert-file and --key-file go together")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--cert-file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
