@@ -150,99 +150,165 @@ var serveEnv = map[string]string{
 	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
 }
 
+// serveOptions is what serve's flags and their environment variables ask
+// for.
+type serveOptions struct {
+	storeURL        string          // --store
+	httpAddr        string          // --http
+	grpcAddr        string          // --grpc
+	metricsAddr     string          // --metrics; "off" for none
+	configFile      string          // --config
+	envoyDir        string          // --envoy-config
+	envoyShadow     bool            // --envoy-shadow-mode
+	snapshot        string          // --snapshot
+	snapshotEvery   time.Duration   // --snapshot-interval
+	shutdownTimeout time.Duration   // --shutdown-timeout
+	watchEvery      time.Duration   // --watch-interval; 0 for never
+	logFormat       string          // --log-format: text or json
+	logLevel        string          // --log-level
+	set             map[string]bool // the flags given, on the command line or in the environment
+
+	level slog.Level // --log-level, parsed
+}
+
 // runServe is the serve command.
 func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	storeURL := fs.String("store", "memory", "")
-	httpAddr := fs.String("http", server.DefaultHTTPAddr, "")
-	grpcAddr := fs.String("grpc", server.DefaultGRPCAddr, "")
-	metricsAddr := fs.String("metrics", server.DefaultMetricsAddr, "")
-	configFile := fs.String("config", "", "")
-	envoyDir := fs.String("envoy-config", "", "")
-	envoyShadow := fs.Bool("envoy-shadow-mode", false, "")
-	snapshot := fs.String("snapshot", "", "")
-	snapshotEvery := fs.Duration("snapshot-interval", server.DefaultSnapshotInterval, "")
-	shutdownTimeout := fs.Duration("shutdown-timeout", server.DefaultShutdownTimeout, "")
-	watchEvery := fs.Duration("watch-interval", server.DefaultWatchInterval, "")
-	logFormat := fs.String("log-format", "text", "")
-	logLevel := fs.String("log-level", "info", "")
-	usageError := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "floodgate serve: "+format+"\nRun 'floodgate serve -h' for usage.\n", a...)
-		return exitUsage
+	o, err := parseServeArgs(args)
+	if err != nil {
+		return badUsage("serve", serveUsage, err, stdout, stderr)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, serveUsage)
-			return exitOK
-		}
-		return usageError("%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageError("unexpected argument %q", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for name, env := range serveEnv {
-		if v := os.Getenv(env); v != "" && !set[name] {
-			if err := fs.Set(name, v); err != nil {
-				return usageError("$%s: %v", env, err)
-			}
-			set[name] = true
-		}
-	}
-	for name, d := range map[string]time.Duration{"snapshot-interval": *snapshotEvery, "shutdown-timeout": *shutdownTimeout, "watch-interval": *watchEvery} {
-		if d < 0 {
-			return usageError("--%s %v: a duration cannot be negative", name, d)
-		}
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageError("--log-level %q: want debug, info, warn or error", *logLevel)
-	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var handler slog.Handler
-	switch *logFormat {
-	case "text":
-		handler = slog.NewTextHandler(stderr, hopts)
-	case "json":
-		handler = slog.NewJSONHandler(stderr, hopts)
-	default:
-		return usageError("--log-format %q: want text or json", *logFormat)
-	}
-	log := slog.New(handler)
-
-	o := server.Options{
-		Store: *storeURL, HTTPAddr: *httpAddr, GRPCAddr: *grpcAddr, MetricsAddr: *metricsAddr,
-		ConfigFile: *configFile, EnvoyConfigDir: *envoyDir, EnvoyShadowMode: *envoyShadow,
-		SnapshotFile: *snapshot, ShutdownTimeout: *shutdownTimeout,
-		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
-	}
-	if o.MetricsAddr == "off" {
-		o.MetricsAddr = ""
-	}
-	if set["snapshot-interval"] {
-		o.SnapshotInterval = snapshotEvery
-	}
-	o.WatchInterval = *watchEvery
-	if *watchEvery == 0 {
-		o.WatchInterval = -1 // never
-	}
-	if dir, err := stateDir(); err == nil {
-		o.DefaultSnapshotFile = filepath.Join(dir, "serve.snapshot")
-	} else {
-		log.Warn("no state directory for the default snapshot", "err", err)
-	}
-
+	so := o.serverOptions(o.logger(stderr))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {
 		<-ctx.Done()
 		stop() // a second signal kills, as if serve did not handle it
 	}()
+	reload, stopReload := reloadOnHangup(ctx)
+	defer stopReload()
+	so.Reload = reload
+	so.Listening = printListening(stdout, so.ConfigFile == "")
+	if err := server.Run(ctx, so); err != nil {
+		if errors.Is(err, server.ErrSnapshotInUse) {
+			fmt.Fprintf(stderr, "floodgate serve: %v (is another floodgate serve running? give it --snapshot FILE, or --snapshot off)\n", err)
+		} else {
+			fmt.Fprintf(stderr, "floodgate serve: %v\n", err)
+		}
+		return exitFailure
+	}
+	return exitOK
+}
+
+// parseServeArgs parses serve's flags, sets those not given from their
+// environment variables (serveEnv), and validates them.
+func parseServeArgs(args []string) (*serveOptions, error) {
+	o := &serveOptions{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are printed by runServe
+	fs.StringVar(&o.storeURL, "store", "memory", "")
+	fs.StringVar(&o.httpAddr, "http", server.DefaultHTTPAddr, "")
+	fs.StringVar(&o.grpcAddr, "grpc", server.DefaultGRPCAddr, "")
+	fs.StringVar(&o.metricsAddr, "metrics", server.DefaultMetricsAddr, "")
+	fs.StringVar(&o.configFile, "config", "", "")
+	fs.StringVar(&o.envoyDir, "envoy-config", "", "")
+	fs.BoolVar(&o.envoyShadow, "envoy-shadow-mode", false, "")
+	fs.StringVar(&o.snapshot, "snapshot", "", "")
+	fs.DurationVar(&o.snapshotEvery, "snapshot-interval", server.DefaultSnapshotInterval, "")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "")
+	fs.DurationVar(&o.watchEvery, "watch-interval", server.DefaultWatchInterval, "")
+	fs.StringVar(&o.logFormat, "log-format", "text", "")
+	fs.StringVar(&o.logLevel, "log-level", "info", "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	if o.set, err = setFromEnv(fs, serveEnv); err != nil {
+		return nil, err
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// setFromEnv sets each flag of fs that was not given from its environment
+// variable in env, when that is set, and returns the flags given either
+// way.
+func setFromEnv(fs *flag.FlagSet, env map[string]string) (map[string]bool, error) {
+	set := givenFlags(fs)
+	for name, variable := range env {
+		if value := os.Getenv(variable); value != "" && !set[name] {
+			if err := fs.Set(name, value); err != nil {
+				return nil, fmt.Errorf("$%s: %v", variable, err)
+			}
+			set[name] = true
+		}
+	}
+	return set, nil
+}
+
+// validate checks the durations and the log's flags, and parses the log
+// level.
+func (o *serveOptions) validate() error {
+	for name, d := range map[string]time.Duration{"snapshot-interval": o.snapshotEvery, "shutdown-timeout": o.shutdownTimeout, "watch-interval": o.watchEvery} {
+		if d < 0 {
+			return fmt.Errorf("--%s %v: a duration cannot be negative", name, d)
+		}
+	}
+	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", o.logFormat)
+	}
+	return nil
+}
+
+// logger returns the log on w, in the format and from the level of the
+// flags.
+func (o *serveOptions) logger(w io.Writer) *slog.Logger {
+	hopts := &slog.HandlerOptions{Level: o.level}
+	if o.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, hopts))
+	}
+	return slog.New(slog.NewTextHandler(w, hopts))
+}
+
+// serverOptions returns the server's options of the flags, logging on
+// log. The default snapshot is serve.snapshot in the state directory.
+func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
+	so := server.Options{
+		Store: o.storeURL, HTTPAddr: o.httpAddr, GRPCAddr: o.grpcAddr, MetricsAddr: o.metricsAddr,
+		ConfigFile: o.configFile, EnvoyConfigDir: o.envoyDir, EnvoyShadowMode: o.envoyShadow,
+		SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
+		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
+	}
+	if so.MetricsAddr == "off" {
+		so.MetricsAddr = ""
+	}
+	if o.set["snapshot-interval"] {
+		so.SnapshotInterval = &o.snapshotEvery
+	}
+	so.WatchInterval = o.watchEvery
+	if o.watchEvery == 0 {
+		so.WatchInterval = -1 // never
+	}
+	if dir, err := stateDir(); err == nil {
+		so.DefaultSnapshotFile = filepath.Join(dir, "serve.snapshot")
+	} else {
+		log.Warn("no state directory for the default snapshot", "err", err)
+	}
+	return so
+}
+
+// reloadOnHangup returns a channel that receives a value for each SIGHUP
+// until ctx is done, and a function that stops listening for SIGHUP.
+func reloadOnHangup(ctx context.Context) (<-chan struct{}, func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	reload := make(chan struct{})
 	go func() {
 		for range hup {
@@ -253,14 +319,19 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	o.Reload = reload
+	return reload, func() { signal.Stop(hup) }
+}
 
-	var mu sync.Mutex // Listening's lines, whole
-	o.Listening = func(name string, addr net.Addr) {
+// printListening returns the server's Listening function: it prints a line
+// on stdout for each address, then the ready line, which with try gives a
+// curl command for the built-in policy. Its lines are never interleaved.
+func printListening(stdout io.Writer, try bool) func(name string, addr net.Addr) {
+	var mu sync.Mutex
+	return func(name string, addr net.Addr) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case name == "ready" && o.ConfigFile == "":
+		case name == "ready" && try:
 			fmt.Fprintf(stdout, "floodgate serve: ready; try: curl -s -d '{\"policy\":\"default\",\"key\":\"alice\"}' %s\n", tryURL(addr))
 			return
 		case name == "ready":
@@ -269,15 +340,6 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "floodgate serve: %s %s\n", name, addr)
 	}
-	if err := server.Run(ctx, o); err != nil {
-		if errors.Is(err, server.ErrSnapshotInUse) {
-			fmt.Fprintf(stderr, "floodgate serve: %v (is another floodgate serve running? give it --snapshot FILE, or --snapshot off)\n", err)
-		} else {
-			fmt.Fprintf(stderr, "floodgate serve: %v\n", err)
-		}
-		return exitFailure
-	}
-	return exitOK
 }
 
 // tryURL is the URL of the check endpoint at the HTTP API's address, for
