@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/seconds"
+	"github.com/floodgate/floodgate/store"
 	"github.com/floodgate/floodgate/storeurl"
 )
 
@@ -105,6 +106,20 @@ type lineFilter struct {
 	refusedGlobal         int64            // by a global limit
 }
 
+// filterOptions is what filter's flags ask for: the flags as given, and
+// the key function validate derives from them.
+type filterOptions struct {
+	perKey      policyFlags // --policy
+	global      policyFlags // --global
+	keyField    int         // --key-field; 0 for none
+	keyRegex    string      // --key-regex
+	refusedPath string      // --refused
+	top         int         // --top
+	storeURL    string      // --store
+
+	key func(line string) string // a line's key
+}
+
 // runFilter is the filter command.
 func runFilter(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return runFilterTo(args, stdin, stdout, nil, stderr)
@@ -113,89 +128,28 @@ func runFilter(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // runFilterTo is runFilter reporting the refused lines on refused, when
 // not nil, instead of stderr or --refused.
 func runFilterTo(args []string, stdin io.Reader, stdout, refused, stderr io.Writer) int {
-	fs := flag.NewFlagSet("filter", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var perKey, global policyFlags
-	fs.Var(&perKey, "policy", "")
-	fs.Var(&global, "global", "")
-	keyField := fs.Int("key-field", 0, "")
-	keyRegex := fs.String("key-regex", "", "")
-	refusedPath := fs.String("refused", "", "")
-	top := fs.Int("top", 10, "")
-	storeURL := fs.String("store", "memory", "")
-	usageError := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "floodgate filter: "+format+"\nRun 'floodgate filter -h' for usage.\n", a...)
-		return exitUsage
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, filterUsage)
-			return exitOK
-		}
-		return usageError("%v", err)
-	}
-	switch {
-	case fs.NArg() > 0:
-		return usageError("unexpected argument %q: filter reads standard input", fs.Arg(0))
-	case len(perKey)+len(global) == 0:
-		return usageError("--policy POLICY or --global POLICY is required, such as --policy 'sliding-log 5/1m'")
-	case *keyField != 0 && *keyRegex != "":
-		return usageError("give --key-field or --key-regex, not both")
-	case *keyField < 0:
-		return usageError("--key-field %d: fields count from 1", *keyField)
-	case *top < 0:
-		return usageError("--top %d: cannot be negative", *top)
-	case len(perKey) == 0 && (*keyField != 0 || *keyRegex != ""):
-		return usageError("--key-field and --key-regex choose the key of --policy, and there is none")
-	}
-	key := func(line string) string { return line }
-	switch {
-	case *keyField > 0:
-		n := *keyField
-		key = func(line string) string { return field(line, n) }
-	case *keyRegex != "":
-		re, err := regexp.Compile(*keyRegex)
-		if err != nil {
-			return usageError("--key-regex: %v", err)
-		}
-		key = regexKey(re)
-	}
-	store, closer, err := storeurl.Open(*storeURL)
+	o, err := parseFilterArgs(args)
 	if err != nil {
-		return usageError("--store: %v", err)
+		return badUsage("filter", filterUsage, err, stdout, stderr)
+	}
+	st, closer, err := storeurl.Open(o.storeURL)
+	if err != nil {
+		return badUsage("filter", filterUsage, fmt.Errorf("--store: %w", err), stdout, stderr)
 	}
 	defer closer.Close()
-	refusedOut := stderr
-	if refused != nil {
-		refusedOut = refused
-	} else if *refusedPath != "" {
-		f, err := os.OpenFile(*refusedPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-		if err != nil {
-			return usageError("--refused: %v", err)
-		}
-		defer f.Close()
-		refusedOut = f
+	refused, closeRefused, err := o.refusedOutput(refused, stderr)
+	if err != nil {
+		return badUsage("filter", filterUsage, err, stdout, stderr)
 	}
-
-	lf := &lineFilter{key: key, refusedBy: make(map[string]int64)}
-	for _, p := range perKey {
-		l, err := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(wallClock))
-		if err != nil {
-			return usageError("--policy %v: %v", p, err)
-		}
-		lf.perKey = append(lf.perKey, l)
-	}
-	for _, p := range global {
-		l, err := floodgate.NewLimiter(p, floodgate.WithStore(store), floodgate.WithClock(wallClock))
-		if err != nil {
-			return usageError("--global %v: %v", p, err)
-		}
-		lf.global = append(lf.global, l)
+	defer closeRefused()
+	lf, err := o.newLineFilter(st)
+	if err != nil {
+		return badUsage("filter", filterUsage, err, stdout, stderr)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = lf.run(ctx, stdin, stdout, refusedOut)
-	lf.summary(stderr, *top)
+	err = lf.run(ctx, stdin, stdout, refused)
+	lf.summary(stderr, o.top)
 	switch {
 	case errors.Is(err, context.Canceled):
 		return 130
@@ -204,6 +158,111 @@ func runFilterTo(args []string, stdin io.Reader, stdout, refused, stderr io.Writ
 		return exitFailure
 	}
 	return exitOK
+}
+
+// parseFilterArgs parses filter's flags and validates them.
+func parseFilterArgs(args []string) (*filterOptions, error) {
+	o := &filterOptions{}
+	fs := flag.NewFlagSet("filter", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are printed by runFilterTo
+	fs.Var(&o.perKey, "policy", "")
+	fs.Var(&o.global, "global", "")
+	fs.IntVar(&o.keyField, "key-field", 0, "")
+	fs.StringVar(&o.keyRegex, "key-regex", "", "")
+	fs.StringVar(&o.refusedPath, "refused", "", "")
+	fs.IntVar(&o.top, "top", 10, "")
+	fs.StringVar(&o.storeURL, "store", "memory", "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: filter reads standard input", fs.Arg(0))
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// validate checks the flags and sets the key function (keyFunc).
+func (o *filterOptions) validate() error {
+	switch {
+	case len(o.perKey)+len(o.global) == 0:
+		return errors.New("--policy POLICY or --global POLICY is required, such as --policy 'sliding-log 5/1m'")
+	case o.keyField != 0 && o.keyRegex != "":
+		return errors.New("give --key-field or --key-regex, not both")
+	case o.keyField < 0:
+		return fmt.Errorf("--key-field %d: fields count from 1", o.keyField)
+	case o.top < 0:
+		return fmt.Errorf("--top %d: cannot be negative", o.top)
+	case len(o.perKey) == 0 && (o.keyField != 0 || o.keyRegex != ""):
+		return errors.New("--key-field and --key-regex choose the key of --policy, and there is none")
+	}
+	var err error
+	o.key, err = o.keyFunc()
+	return err
+}
+
+// keyFunc returns the function that gives a line's key: its field
+// --key-field, what --key-regex finds in it, or else the line itself.
+func (o *filterOptions) keyFunc() (func(line string) string, error) {
+	switch {
+	case o.keyField > 0:
+		n := o.keyField
+		return func(line string) string { return field(line, n) }, nil
+	case o.keyRegex != "":
+		re, err := regexp.Compile(o.keyRegex)
+		if err != nil {
+			return nil, fmt.Errorf("--key-regex: %w", err)
+		}
+		return regexKey(re), nil
+	}
+	return func(line string) string { return line }, nil
+}
+
+// refusedOutput returns where the refused lines are reported: refused
+// when not nil, else the file of --refused, else stderr; and a function
+// that closes the file.
+func (o *filterOptions) refusedOutput(refused, stderr io.Writer) (io.Writer, func(), error) {
+	switch {
+	case refused != nil:
+		return refused, func() {}, nil
+	case o.refusedPath == "":
+		return stderr, func() {}, nil
+	}
+	f, err := os.OpenFile(o.refusedPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--refused: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+// newLineFilter returns the filter of the flags' limits, each keeping its
+// state in st.
+func (o *filterOptions) newLineFilter(st store.Store) (*lineFilter, error) {
+	lf := &lineFilter{key: o.key, refusedBy: make(map[string]int64)}
+	var err error
+	if lf.perKey, err = newLimiters("--policy", o.perKey, st); err != nil {
+		return nil, err
+	}
+	if lf.global, err = newLimiters("--global", o.global, st); err != nil {
+		return nil, err
+	}
+	return lf, nil
+}
+
+// newLimiters returns a limiter on wallClock for each policy of the flag
+// name, keeping their state in st.
+func newLimiters(name string, policies []algo.Policy, st store.Store) ([]*floodgate.Limiter, error) {
+	var ls []*floodgate.Limiter
+	for _, p := range policies {
+		l, err := floodgate.NewLimiter(p, floodgate.WithStore(st), floodgate.WithClock(wallClock))
+		if err != nil {
+			return nil, fmt.Errorf("%s %v: %w", name, p, err)
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
 }
 
 // field returns the nth (from 1) field of line split on spaces and tabs,
