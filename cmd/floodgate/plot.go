@@ -82,106 +82,145 @@ func newPlotStyles() plotStyles {
 func writePlot(w io.Writer, format string, rs *runStats, nKeys int, policy algo.Policy, clock bool) error {
 	keys := rs.busiest(nKeys)
 	sty := newPlotStyles()
-	burst := float64(policy.Burst())
-	xmin, xmax := float64(rs.first)/1e9, float64(rs.last)/1e9
-	if xmax-xmin < 1e-9 {
-		xmin, xmax = xmin-1, xmax+1
-	}
-	var ticker plot.Ticker = plot.DefaultTicks{}
-	xLabel := "t (seconds)"
-	if clock {
-		ticker = clockTicks{}
-		xLabel = "time (UTC)"
-		if first, last := time.Unix(0, rs.first).UTC(), time.Unix(0, rs.last).UTC(); first.YearDay() == last.YearDay() && first.Year() == last.Year() {
-			xLabel = "time (UTC) on " + first.Format("Monday 2 January 2006")
-		}
-	}
-
+	axis := newTimeAxis(rs, clock)
 	panels := make([][]*plot.Plot, len(keys))
 	for i, ks := range keys {
-		p := plot.New()
-		p.Title.TextStyle.Font = sansFont(11, xfont.WeightNormal)
-		p.X.Label.TextStyle.Font = sansFont(10, xfont.WeightNormal)
-		p.Y.Label.TextStyle.Font = sansFont(10, xfont.WeightNormal)
-		p.X.Tick.Label.Font = sansFont(9, xfont.WeightNormal)
-		p.Y.Tick.Label.Font = sansFont(9, xfont.WeightNormal)
-		p.Title.Text = fmt.Sprintf("%s: %s, %s refused", plotKey(ks.key), countOf(ks.events, "event"), withCommas(ks.refused))
-		p.Title.Padding = vg.Points(3)
-		p.Y.Label.Text = "units in use"
-		p.X.Tick.Marker = ticker
-		if i == len(keys)-1 {
-			p.X.Label.Text = xLabel
-		}
-		grid := plotter.NewGrid()
-		grid.Vertical.Color = color.Gray{Y: 0xe0}
-		grid.Horizontal.Color = color.Gray{Y: 0xe0}
-		p.Add(grid)
-
-		// The level holds from one event to the next, unless the key is
-		// back to none in use (its reset) before that.
-		level := make(plotter.XYs, 0, len(ks.points)+len(ks.points)/4)
-		var admitted, refused plotter.XYs
-		for j, pt := range ks.points {
-			xy := plotter.XY{X: float64(pt.t) / 1e9, Y: float64(pt.used)}
-			level = append(level, xy)
-			if pt.allowed {
-				admitted = append(admitted, xy)
-			} else {
-				refused = append(refused, xy)
-			}
-			if pt.used > 0 && (j+1 == len(ks.points) || int64(pt.reset) < ks.points[j+1].t-pt.t) {
-				level = append(level, plotter.XY{X: float64(pt.t+int64(pt.reset)) / 1e9, Y: 0})
-			}
-		}
-		limit := &plotter.Line{XYs: plotter.XYs{{X: xmin, Y: burst}, {X: xmax, Y: burst}}, LineStyle: sty.limit}
-		steps := &plotter.Line{XYs: level, StepStyle: plotter.PostStep, LineStyle: sty.level}
-		p.Add(limit, steps)
-		if len(admitted) > 0 {
-			p.Add(&plotter.Scatter{XYs: admitted, GlyphStyle: sty.admitted})
-		}
-		if len(refused) > 0 {
-			p.Add(&plotter.Scatter{XYs: refused, GlyphStyle: sty.refused})
-		}
-		p.X.Min, p.X.Max = xmin, xmax
-		p.Y.Min, p.Y.Max = 0, math.Max(burst*1.15, 1)
-		panels[i] = []*plot.Plot{p}
+		panels[i] = []*plot.Plot{newPanel(ks, axis, i == len(keys)-1, sty, float64(policy.Burst()))}
 	}
-
 	height := plotHeaderHeight + plotPanelHeight*vg.Length(len(keys))
-	var canvas vg.CanvasWriterTo
-	switch format {
-	case "svg":
-		canvas = vgsvg.New(plotWidth, height)
-	case "png":
-		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(plotWidth, height), vgimg.UseDPI(plotDPI))}
-	default:
-		return fmt.Errorf("unknown picture format %q", format)
+	canvas, err := newPlotCanvas(format, height)
+	if err != nil {
+		return err
 	}
 	dc := draw.New(canvas)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
+	drawPlotHeader(draw.Crop(dc, 0, 0, height-plotHeaderHeight, 0), sty, policy, rs, len(keys))
+	drawPanels(draw.Crop(dc, 0, 0, 0, -plotHeaderHeight), panels)
+	return writeCanvas(w, canvas, format)
+}
 
-	header := draw.Crop(dc, 0, 0, height-plotHeaderHeight, 0)
-	drawPlotHeader(header, sty, policy, rs, len(keys))
-	body := draw.Crop(dc, 0, 0, 0, -plotHeaderHeight)
-	if len(keys) > 0 {
-		tiles := draw.Tiles{
-			Rows: len(keys), Cols: 1,
-			PadX: vg.Points(4), PadY: vg.Points(10),
-			PadLeft: vg.Points(8), PadRight: vg.Points(16), PadBottom: vg.Points(6),
-		}
-		canvases := plot.Align(panels, tiles, body)
-		for i := range panels {
-			panels[i][0].Draw(canvases[i][0])
+// timeAxis is the time axis that every panel shares: its range in
+// seconds, its ticks, and the label under the last panel.
+type timeAxis struct {
+	min, max float64
+	ticker   plot.Ticker
+	label    string
+}
+
+// newTimeAxis returns the axis from rs's first event to its last (a
+// second either side of a single instant): seconds since any origin, or
+// with clock UTC times of day, the day in the label when there is one.
+func newTimeAxis(rs *runStats, clock bool) timeAxis {
+	a := timeAxis{min: float64(rs.first) / 1e9, max: float64(rs.last) / 1e9, ticker: plot.DefaultTicks{}, label: "t (seconds)"}
+	if a.max-a.min < 1e-9 {
+		a.min, a.max = a.min-1, a.max+1
+	}
+	if clock {
+		a.ticker = clockTicks{}
+		a.label = "time (UTC)"
+		if first, last := time.Unix(0, rs.first).UTC(), time.Unix(0, rs.last).UTC(); first.YearDay() == last.YearDay() && first.Year() == last.Year() {
+			a.label = "time (UTC) on " + first.Format("Monday 2 January 2006")
 		}
 	}
+	return a
+}
+
+// newPanel returns the panel of the key ks: its title, a grid, the burst
+// as a dashed line, the units in use as a step line, and the admitted and
+// refused events. Only the last panel labels the time axis.
+func newPanel(ks *keyStats, axis timeAxis, last bool, sty plotStyles, burst float64) *plot.Plot {
+	p := plot.New()
+	p.Title.TextStyle.Font = sansFont(11, xfont.WeightNormal)
+	p.X.Label.TextStyle.Font = sansFont(10, xfont.WeightNormal)
+	p.Y.Label.TextStyle.Font = sansFont(10, xfont.WeightNormal)
+	p.X.Tick.Label.Font = sansFont(9, xfont.WeightNormal)
+	p.Y.Tick.Label.Font = sansFont(9, xfont.WeightNormal)
+	p.Title.Text = fmt.Sprintf("%s: %s, %s refused", plotKey(ks.key), countOf(ks.events, "event"), withCommas(ks.refused))
+	p.Title.Padding = vg.Points(3)
+	p.Y.Label.Text = "units in use"
+	p.X.Tick.Marker = axis.ticker
+	if last {
+		p.X.Label.Text = axis.label
+	}
+	grid := plotter.NewGrid()
+	grid.Vertical.Color = color.Gray{Y: 0xe0}
+	grid.Horizontal.Color = color.Gray{Y: 0xe0}
+	p.Add(grid)
+
+	level, admitted, refused := panelSeries(ks.points)
+	limit := &plotter.Line{XYs: plotter.XYs{{X: axis.min, Y: burst}, {X: axis.max, Y: burst}}, LineStyle: sty.limit}
+	steps := &plotter.Line{XYs: level, StepStyle: plotter.PostStep, LineStyle: sty.level}
+	p.Add(limit, steps)
+	if len(admitted) > 0 {
+		p.Add(&plotter.Scatter{XYs: admitted, GlyphStyle: sty.admitted})
+	}
+	if len(refused) > 0 {
+		p.Add(&plotter.Scatter{XYs: refused, GlyphStyle: sty.refused})
+	}
+	p.X.Min, p.X.Max = axis.min, axis.max
+	p.Y.Min, p.Y.Max = 0, math.Max(burst*1.15, 1)
+	return p
+}
+
+// panelSeries returns what a panel draws of a key's points: the level of
+// units in use, and the admitted and the refused events. The level holds
+// from one event to the next, unless the key is back to none in use (its
+// reset) before that.
+func panelSeries(points []plotPoint) (level, admitted, refused plotter.XYs) {
+	level = make(plotter.XYs, 0, len(points)+len(points)/4)
+	for j, pt := range points {
+		xy := plotter.XY{X: float64(pt.t) / 1e9, Y: float64(pt.used)}
+		level = append(level, xy)
+		if pt.allowed {
+			admitted = append(admitted, xy)
+		} else {
+			refused = append(refused, xy)
+		}
+		if pt.used > 0 && (j+1 == len(points) || int64(pt.reset) < points[j+1].t-pt.t) {
+			level = append(level, plotter.XY{X: float64(pt.t+int64(pt.reset)) / 1e9, Y: 0})
+		}
+	}
+	return level, admitted, refused
+}
+
+// newPlotCanvas returns a canvas of the picture's width and height for
+// format, "svg" or "png".
+func newPlotCanvas(format string, height vg.Length) (vg.CanvasWriterTo, error) {
+	switch format {
+	case "svg":
+		return vgsvg.New(plotWidth, height), nil
+	case "png":
+		return vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(plotWidth, height), vgimg.UseDPI(plotDPI))}, nil
+	}
+	return nil, fmt.Errorf("unknown picture format %q", format)
+}
+
+// drawPanels draws the panels on c, one above the other.
+func drawPanels(c draw.Canvas, panels [][]*plot.Plot) {
+	if len(panels) == 0 {
+		return
+	}
+	tiles := draw.Tiles{
+		Rows: len(panels), Cols: 1,
+		PadX: vg.Points(4), PadY: vg.Points(10),
+		PadLeft: vg.Points(8), PadRight: vg.Points(16), PadBottom: vg.Points(6),
+	}
+	canvases := plot.Align(panels, tiles, c)
+	for i := range panels {
+		panels[i][0].Draw(canvases[i][0])
+	}
+}
+
+// writeCanvas writes the picture on canvas to w in format. An SVG names
+// its fonts without fallbacks, and a viewer without Liberation Sans would
+// use its default font, often a serif one: writeCanvas adds Arial and
+// Helvetica, which have the same metrics, so the text still fits.
+func writeCanvas(w io.Writer, canvas vg.CanvasWriterTo, format string) error {
 	if format != "svg" {
 		_, err := canvas.WriteTo(w)
 		return err
 	}
-	// The SVG names its fonts without fallbacks, and a viewer without
-	// Liberation Sans would use its default font, often a serif one.
-	// Arial and Helvetica have the same metrics, so the text still fits.
 	var svg bytes.Buffer
 	if _, err := canvas.WriteTo(&svg); err != nil {
 		return err
@@ -214,8 +253,12 @@ func drawPlotHeader(c draw.Canvas, sty plotStyles, policy algo.Policy, rs *runSt
 	}
 	c.FillText(sub, vg.Point{X: center, Y: top - vg.Points(19)},
 		fmt.Sprintf("%s; in all %s, %s refused", which, countOf(total.events, "event"), withCommas(total.refused)))
+	drawPlotLegend(c, center, sty, policy)
+}
 
-	// The legend: one entry per cell of a row.
+// drawPlotLegend draws the legend on c, one entry per cell of a row
+// centred on center.
+func drawPlotLegend(c draw.Canvas, center vg.Length, sty plotStyles, policy algo.Policy) {
 	name := "burst"
 	switch policy.Algorithm() {
 	case algo.LeakyBucket:
