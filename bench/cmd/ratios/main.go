@@ -14,9 +14,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -31,20 +33,35 @@ func main() {
 	if len(files) == 0 {
 		files = []string{"bench.txt"}
 	}
+	results, err := parseFiles(files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ratios:", err)
+		os.Exit(1)
+	}
+	Print(os.Stdout, Summarise(results), *base, peerNotes())
+}
+
+// parseFiles returns the results in the files, "-" standing for standard
+// input; none is an error.
+func parseFiles(files []string) ([]Result, error) {
 	var results []Result
 	for _, name := range files {
 		rs, err := parseFile(name)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "ratios:", err)
-			os.Exit(1)
+			return nil, err
 		}
 		results = append(results, rs...)
 	}
 	if len(results) == 0 {
-		fmt.Fprintln(os.Stderr, "ratios: no benchmark results in", strings.Join(files, ", "))
-		os.Exit(1)
+		return nil, errors.New("no benchmark results in " + strings.Join(files, ", "))
 	}
-	s := Summarise(results)
+	return results, nil
+}
+
+// peerNotes returns the note of each peer of the bench module, by name. A
+// peer listed again for Redis without a note there keeps the note it has
+// elsewhere.
+func peerNotes() map[string]string {
 	notes := make(map[string]string)
 	for _, p := range bench.Peers {
 		notes[p.Name] = p.Note
@@ -65,10 +82,8 @@ func main() {
 			notes[p.Name] = p.Note
 		}
 	}
-	for name, note := range bench.OtherModulePeers {
-		notes[name] = note
-	}
-	Print(os.Stdout, s, *base, notes)
+	maps.Copy(notes, bench.OtherModulePeers)
+	return notes
 }
 
 func parseFile(name string) ([]Result, error) {
@@ -110,6 +125,28 @@ func reportsRate(s *Summary, scenario, peer string) bool {
 // fraction contradicts its scenario's name or that reported errors.
 func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 	fmt.Fprintf(w, "admit/op: the fraction of calls admitted (median); ! marks one that contradicts the scenario's name.\n")
+	printRatios(w, s, base)
+	printOverheads(w, s)
+	printMedians(w, s, base)
+	peers, warnings := peersAndWarnings(s)
+	fmt.Fprintf(w, "\nPeers\n")
+	for _, p := range peers {
+		if notes[p] != "" {
+			fmt.Fprintf(w, "  %-12s %s\n", p, notes[p])
+		}
+	}
+	if len(warnings) > 0 {
+		fmt.Fprintf(w, "\nWarnings\n")
+		for _, m := range warnings {
+			fmt.Fprintf(w, "  %s\n", m)
+		}
+	}
+}
+
+// printRatios writes the tables of ratios of base's medians to each
+// peer's: in Units, for the scenarios in which base reports no rate; in
+// RateUnits; and in LatencyUnits. A table without rows is left out.
+func printRatios(w io.Writer, s *Summary, base string) {
 	var costs []Ratio
 	for _, r := range s.Ratios(base, Units) {
 		if !reportsRate(s, r.Scenario, base) {
@@ -129,9 +166,11 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 		fmt.Fprintf(w, "\n%s / peer in 99th-percentile latency: ratio of the medians over the runs (n); below 1, %s answers sooner.\n\n", base, base)
 		writeRatios(w, s, base, lat)
 	}
+}
 
-	printOverheads(w, s)
-
+// printMedians writes the table of base's own medians in each scenario
+// it ran, and what ns/op means where that needs saying.
+func printMedians(w io.Writer, s *Summary, base string) {
 	fmt.Fprintf(w, "\n%s's own medians\n\n", base)
 	units := []string{"ns/op", "decisions/s", "B/op", "allocs/op", "admit/op", "B/key"}
 	rows := [][]string{append([]string{"scenario"}, units...)}
@@ -157,40 +196,41 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 	if slices.ContainsFunc(s.Scenarios, func(sc string) bool { return reportsRate(s, sc, base) }) {
 		fmt.Fprintf(w, "Where there are decisions/s, ns/op is wall time per decision, the callers sharing the calls.\n")
 	}
+}
 
-	var warnings []string
+// peersAndWarnings returns every peer of s, in the order they first
+// appear, and a warning for each peer, in each scenario, that admitted a
+// fraction of its calls at odds with the scenario's name, reported errors
+// or evicted keys.
+func peersAndWarnings(s *Summary) (peers, warnings []string) {
 	seen := make(map[string]bool)
-	var peers []string
 	for _, sc := range s.Scenarios {
 		for _, p := range s.Peers[sc] {
 			if !seen[p] {
 				seen[p] = true
 				peers = append(peers, p)
 			}
-			if a, ok := s.Median(sc, p, "admit/op"); ok && !admitFits(sc, a) {
-				warnings = append(warnings, fmt.Sprintf("%s in %s admitted %s of its calls", p, sc, FormatValue(a)))
-			}
-			if e, ok := s.Median(sc, p, "err/op"); ok {
-				warnings = append(warnings, fmt.Sprintf("%s in %s: %s err/op (median over the %d of its runs that had errors)",
-					p, sc, FormatValue(e), s.Runs[Key{sc, p, "err/op"}]))
-			}
-			if e, ok := s.Median(sc, p, "evictions"); ok {
-				warnings = append(warnings, fmt.Sprintf("%s in %s evicted keys (median %s)", p, sc, FormatValue(e)))
-			}
+			warnings = append(warnings, peerWarnings(s, sc, p)...)
 		}
 	}
-	fmt.Fprintf(w, "\nPeers\n")
-	for _, p := range peers {
-		if notes[p] != "" {
-			fmt.Fprintf(w, "  %-12s %s\n", p, notes[p])
-		}
+	return peers, warnings
+}
+
+// peerWarnings returns the warnings about peer p in scenario sc: an
+// admitted fraction at odds with the scenario's name, errors, evictions.
+func peerWarnings(s *Summary, sc, p string) []string {
+	var warnings []string
+	if a, ok := s.Median(sc, p, "admit/op"); ok && !admitFits(sc, a) {
+		warnings = append(warnings, fmt.Sprintf("%s in %s admitted %s of its calls", p, sc, FormatValue(a)))
 	}
-	if len(warnings) > 0 {
-		fmt.Fprintf(w, "\nWarnings\n")
-		for _, m := range warnings {
-			fmt.Fprintf(w, "  %s\n", m)
-		}
+	if e, ok := s.Median(sc, p, "err/op"); ok {
+		warnings = append(warnings, fmt.Sprintf("%s in %s: %s err/op (median over the %d of its runs that had errors)",
+			p, sc, FormatValue(e), s.Runs[Key{sc, p, "err/op"}]))
 	}
+	if e, ok := s.Median(sc, p, "evictions"); ok {
+		warnings = append(warnings, fmt.Sprintf("%s in %s evicted keys (median %s)", p, sc, FormatValue(e)))
+	}
+	return warnings
 }
 
 // writeRatios writes ratios as a table, with a blank line between
