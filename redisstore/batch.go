@@ -6,251 +6,137 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/batch"
 	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
-// batcher sends calls to Redis, many in one script call when they arrive
-// together. A call is a group of ops in one hash slot, carried out all or
-// nothing; the groups of one script call are carried out one after
-// another, each as if alone, so batching changes no decision.
-//
-// A call that finds no script call out and none waiting goes at once,
-// from its own goroutine. Calls that arrive meanwhile wait in pending, and
-// a sender takes up to maxBatch of them, with at most maxInFlight senders
-// at once. Senders other than a lone caller run in a goroutine of their
-// own, which sends until pending is empty and then ends: the store starts
-// no goroutine that outlives the calls it serves.
-type batcher struct {
-	store       *Store
-	maxBatch    int
-	maxInFlight int
-	maxPending  int
+// call is one group of ops, all in one hash slot, on its way to Redis:
+// carried out all or nothing. A script call carries many calls, one after
+// another, each as if alone, so that batching changes no decision.
+type call = batch.Call[work]
 
-	mu       sync.Mutex
-	pending  []*call
-	inFlight int          // senders
-	out      atomic.Int32 // script calls on their way, of all senders
-}
-
-type call struct {
-	ops  []*store.Op
+// work is what a call carries out: its own copy of the caller's ops (see
+// Store.do), and then their results.
+type work struct {
+	ops  []store.Op
 	slot uint16
-	ctx  context.Context
-	err  error
-	done chan struct{} // made when the call waits, unless given
-	left bool          // the caller left before the call was done
 }
 
-// do carries out ops, all in slot, and returns when they are done or ctx
-// is. A call whose context ends while its script is out may still take
-// effect.
-func (b *batcher) do(ctx context.Context, ops []*store.Op, slot uint16) error {
-	return b.submit(&call{ops: ops, slot: slot, ctx: ctx})
+// newBatcher returns the batcher of s's calls (package batch): a call
+// that finds no script call out goes at once, from its caller's goroutine;
+// calls that arrive meanwhile leave together, up to maxBatch in one
+// script call, with at most maxInFlight script calls out.
+func newBatcher(s *Store) *batch.Batcher[work] {
+	return batch.New(s.send, batch.Limits{MaxBatch: s.cfg.maxBatch, MaxInFlight: s.cfg.maxInFlight, MaxPending: s.cfg.maxPending})
 }
 
-// single is a call of one op, made with one allocation and reused, its
-// done channel with it.
-type single struct {
+// small is a call of up to smallOps ops, pooled, so that a Decide, or
+// the Apply of a Reserve or an AllowAll, costs no allocation for its call.
+type small struct {
 	call
-	op  store.Op
-	ops [1]*store.Op
+	ops [smallOps]store.Op
 }
 
-var singles = sync.Pool{New: func() any { return &single{call: call{done: make(chan struct{}, 1)}} }}
+const smallOps = 4
 
-// decide carries out op alone (see do).
-func (b *batcher) decide(ctx context.Context, op store.Op, slot uint16) (store.Op, error) {
-	c := singles.Get().(*single)
-	c.op = op
-	c.ops[0] = &c.op
-	c.call = call{ops: c.ops[:], slot: slot, ctx: ctx, done: c.done}
-	err := b.submit(&c.call)
-	if c.left {
-		// A sender may still be writing c: leave it to the collector.
-		return op, err
+var smalls = sync.Pool{New: func() any { return new(small) }}
+
+// do carries out ops, all in slot, as one call: on the call's own copy of
+// them, whose results it copies back to ops once the call is done. When
+// ctx ends first, do returns its error at once, and the call may still
+// take effect, its results lost.
+func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
+	var sm *small
+	var c *call
+	if len(ops) <= smallOps {
+		sm = smalls.Get().(*small)
+		c = &sm.call
+		c.Work = work{ops: sm.ops[:len(ops)], slot: slot}
+	} else {
+		c = &call{Work: work{ops: make([]store.Op, len(ops)), slot: slot}}
 	}
-	// Done with c: no sender holds it.
-	op = c.op
-	*c = single{call: call{done: c.done}}
-	singles.Put(c)
-	return op, err
+	for i, op := range ops {
+		c.Work.ops[i] = *op
+	}
+	if err := s.batcher.Do(ctx, c); err != nil {
+		return s.batchErr(err) // c is no longer ours: the pool goes without it
+	}
+	for i, op := range ops {
+		op.Result = c.Work.ops[i].Result
+	}
+	err := c.Err
+	if sm != nil {
+		clear(c.Work.ops)
+		c.Work, c.Err = work{}, nil
+		smalls.Put(sm)
+	}
+	return err
 }
 
-// submit carries out c (see do).
-func (b *batcher) submit(c *call) error {
-	ctx := c.ctx
-	b.mu.Lock()
-	if b.inFlight == 0 && len(b.pending) == 0 {
-		// Alone: send from this goroutine, with the caller's context.
-		b.inFlight++
-		b.mu.Unlock()
-		b.send(ctx, []*call{c})
-		b.finish()
-		return c.err
+// batchErr returns the error of a call that the batcher did not carry out
+// for its caller.
+func (s *Store) batchErr(err error) error {
+	if errors.Is(err, batch.ErrFull) {
+		return fmt.Errorf("redisstore: %w (%d)", ErrOverloaded, s.cfg.maxPending)
 	}
-	if len(b.pending) >= b.maxPending {
-		b.mu.Unlock()
-		return fmt.Errorf("redisstore: %w (%d)", ErrOverloaded, b.maxPending)
-	}
-	if c.done == nil {
-		c.done = make(chan struct{}, 1)
-	}
-	b.pending = append(b.pending, c)
-	if b.inFlight < b.maxInFlight {
-		b.inFlight++
-		go b.flush()
-	}
-	b.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		b.mu.Lock()
-		for i, p := range b.pending {
-			if p == c {
-				b.pending = append(b.pending[:i], b.pending[i+1:]...)
-				break
-			}
-		}
-		b.mu.Unlock()
-		c.left = true
-		return ctx.Err()
-	}
+	return err
 }
 
-// finish ends a send: it hands pending calls to a new flusher, or counts
-// the sender out.
-func (b *batcher) finish() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.pending) > 0 {
-		go b.flush()
-		return
-	}
-	b.inFlight--
-}
-
-// flush sends batches of pending calls until there are none.
-func (b *batcher) flush() {
-	b.gather()
-	for {
-		b.mu.Lock()
-		if len(b.pending) == 0 {
-			b.inFlight--
-			b.mu.Unlock()
-			return
-		}
-		n := min(len(b.pending), b.maxBatch)
-		batch := make([]*call, n)
-		copy(batch, b.pending)
-		b.pending = append(b.pending[:0], b.pending[n:]...)
-		b.mu.Unlock()
-		ctx, cancel := batchContext(batch)
-		b.send(ctx, batch)
-		cancel()
-		for _, c := range batch {
-			c.done <- struct{}{}
-		}
-		b.gather()
-	}
-}
-
-// send carries out calls, counted out meanwhile.
-func (b *batcher) send(ctx context.Context, calls []*call) {
-	b.out.Add(1)
-	defer b.out.Add(-1)
-	b.store.send(ctx, calls)
-}
-
-// maxYields bounds gather's yields.
-const maxYields = 8
-
-// gather waits for calls about to arrive before a sender takes its batch,
-// while Redis is busy with another sender's script call and waiting costs
-// no time there: the callers that a sender has just woken, or that found
-// a call out, usually call again at once, and their calls then go in this
-// batch, not in the next. It yields the processor for as long as each
-// yield brings new calls and another script call is out, at most
-// maxYields times, and stops once a batch is full. Fewer, larger script
-// calls cost Redis and the client less for each decision, so many
-// concurrent callers get more decisions per second (the README's "On
-// Redis" has the figures).
-func (b *batcher) gather() {
-	n := b.pendingLen()
-	for range maxYields {
-		if b.out.Load() == 0 {
-			return // Redis has nothing to do: send now.
-		}
-		runtime.Gosched()
-		m := b.pendingLen()
-		if m == n || m >= b.maxBatch {
-			return
-		}
-		n = m
-	}
-}
-
-func (b *batcher) pendingLen() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.pending)
-}
-
-// batchContext returns a context for sending batch: not cancelled with any
-// one caller's, and ending at the latest of their deadlines when each has
-// one (else the client's own timeouts bound the send).
-func batchContext(batch []*call) (context.Context, context.CancelFunc) {
-	var last time.Time
-	for _, c := range batch {
-		dl, ok := c.ctx.Deadline()
-		if !ok {
-			return context.WithoutCancel(c.ctx), func() {}
-		}
-		if dl.After(last) {
-			last = dl
-		}
-	}
-	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), last)
-}
-
-// send carries out calls, one script call per hash slot, and sets each
-// call's ops and error.
+// send is the batcher's: it takes the calls whose callers still wait, and
+// carries them out.
 func (s *Store) send(ctx context.Context, calls []*call) {
+	if calls = batch.Take(calls); len(calls) > 0 {
+		s.carry(ctx, calls)
+	}
+}
+
+// carry carries out calls, one script call per hash slot, and sets each
+// call's ops and error. The calls are carry's alone meanwhile.
+func (s *Store) carry(ctx context.Context, calls []*call) {
 	if !s.cluster || len(calls) == 1 {
-		// One slot: one script call.
-		e := encoders.Get().(*encoder)
-		defer func() { e.reset(); encoders.Put(e) }()
-		s.encode(e, calls)
-		cmd := s.run.call(ctx, s.client, e.keys, e.args)
-		if missing(cmd.Err()) {
-			eval, err := s.run.load(ctx)
-			if err != nil {
-				s.decode(calls, nil, err)
-				return
-			}
-			cmd = s.run.again(ctx, s.client, eval, e.keys, e.args)
-		}
-		res, err := cmd.Result()
-		s.decode(calls, res, err)
+		s.carryInSlot(ctx, calls)
 		return
 	}
+	s.carryAcrossSlots(ctx, calls)
+}
+
+// carryInSlot carries out calls of one hash slot in one script call.
+func (s *Store) carryInSlot(ctx context.Context, calls []*call) {
+	e := encoders.Get().(*encoder)
+	defer func() { e.reset(); encoders.Put(e) }()
+	s.encode(e, calls)
+	cmd := s.run.call(ctx, s.client, e.keys, e.args)
+	if missing(cmd.Err()) {
+		eval, err := s.run.load(ctx)
+		if err != nil {
+			s.decode(calls, nil, err)
+			return
+		}
+		cmd = s.run.again(ctx, s.client, eval, e.keys, e.args)
+	}
+	res, err := cmd.Result()
+	s.decode(calls, res, err)
+}
+
+// carryAcrossSlots carries out calls of several hash slots of a Redis
+// Cluster, a script call per slot.
+func (s *Store) carryAcrossSlots(ctx context.Context, calls []*call) {
 	slots := map[uint16][]*call{}
 	var order []uint16
 	for _, c := range calls {
-		if _, ok := slots[c.slot]; !ok {
-			order = append(order, c.slot)
+		sl := c.Work.slot
+		if _, ok := slots[sl]; !ok {
+			order = append(order, sl)
 		}
-		slots[c.slot] = append(slots[c.slot], c)
+		slots[sl] = append(slots[sl], c)
 	}
 	// Several slots (a Redis Cluster): one pipeline, which go-redis splits
 	// by node, with a script call per slot; the slots whose node lacks the
@@ -314,17 +200,17 @@ func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][
 // times, unused, go as zeros. A lone decision goes in the script's short
 // form (encodeOne).
 func (s *Store) encode(e *encoder, calls []*call) {
-	if len(calls) == 1 && len(calls[0].ops) == 1 && calls[0].ops[0].Kind == store.OpDecide {
-		s.encodeOne(e, calls[0].ops[0])
+	if ops := calls[0].Work.ops; len(calls) == 1 && len(ops) == 1 && ops[0].Kind == store.OpDecide {
+		s.encodeOne(e, &ops[0])
 		return
 	}
 	var seen [4]*table
 	tables := seen[:0]
 	nops := 0
 	for _, c := range calls {
-		nops += len(c.ops)
-		for _, op := range c.ops {
-			if t := op.Table.(*table); !slices.Contains(tables, t) {
+		nops += len(c.Work.ops)
+		for i := range c.Work.ops {
+			if t := c.Work.ops[i].Table.(*table); !slices.Contains(tables, t) {
 				tables = append(tables, t)
 			}
 		}
@@ -335,31 +221,40 @@ func (s *Store) encode(e *encoder, calls []*call) {
 	}
 	b := binary.LittleEndian.AppendUint32(e.ops, uint32(len(calls)))
 	for _, c := range calls {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(c.ops)))
-		for _, op := range c.ops {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Work.ops)))
+		for i := range c.Work.ops {
+			op := &c.Work.ops[i]
 			t := op.Table.(*table)
-			var sec, ns int64
-			if s.cfg.callerTime {
-				sec, ns = op.Now/1e9, op.Now%1e9
-			}
 			b = append(b, byte(op.Kind))
 			b = binary.LittleEndian.AppendUint32(b, uint32(e.keyIndex(t.prefix+op.Key, nops)))
 			b = binary.LittleEndian.AppendUint32(b, uint32(slices.Index(tables, t)+1))
-			b = appendDoubles(b, sec, ns, op.N)
-			switch op.Kind {
-			case store.OpSchedule:
-				b = append(strconv.AppendInt(b, max(int64(op.MaxWait), 0), 10), 0)
-			case store.OpRefund:
-				st := op.Stamp
-				if st.TAT < 0 || st.Frac < 0 || st.Frac >= t.policy.Limit() {
-					st.TAT, st.Frac = 0, t.policy.Limit() // not a bucket's stamp: refunds nothing
-				}
-				b = appendDoubles(b, st.At/1e9, st.At%1e9, st.TAT/1e9, st.TAT%1e9, st.Frac)
-			}
+			b = s.appendOp(b, op, t)
 		}
 	}
 	e.ops = b
 	e.args = append(e.args, b)
+}
+
+// appendOp appends op's numbers, after its key and table, to b: its time
+// (zeros in server mode, which does not use it), its units, and its
+// kind's own (a schedule's wait, a refund's stamp).
+func (s *Store) appendOp(b []byte, op *store.Op, t *table) []byte {
+	var sec, ns int64
+	if s.cfg.callerTime {
+		sec, ns = op.Now/1e9, op.Now%1e9
+	}
+	b = appendDoubles(b, sec, ns, op.N)
+	switch op.Kind {
+	case store.OpSchedule:
+		b = append(strconv.AppendInt(b, max(int64(op.MaxWait), 0), 10), 0)
+	case store.OpRefund:
+		st := op.Stamp
+		if st.TAT < 0 || st.Frac < 0 || st.Frac >= t.policy.Limit() {
+			st.TAT, st.Frac = 0, t.policy.Limit() // not a bucket's stamp: refunds nothing
+		}
+		b = appendDoubles(b, st.At/1e9, st.At%1e9, st.TAT/1e9, st.TAT%1e9, st.Frac)
+	}
+	return b
 }
 
 // appendDoubles appends vs to b as little-endian doubles, which hold them
@@ -436,7 +331,7 @@ var oneServerArg, oneCallerArg any = "S", "C"
 func (s *Store) decode(calls []*call, res any, err error) {
 	fail := func(err error) {
 		for _, c := range calls {
-			c.err = err
+			c.Err = err
 		}
 	}
 	if err != nil {
@@ -448,7 +343,7 @@ func (s *Store) decode(calls []*call, res any, err error) {
 	}
 	nops := 0
 	for _, c := range calls {
-		nops += len(c.ops)
+		nops += len(c.Work.ops)
 	}
 	reply, _ := res.(string)
 	r, err := newReplyReader(reply, 2+opFields*nops)
@@ -458,7 +353,8 @@ func (s *Store) decode(calls []*call, res any, err error) {
 	}
 	serverNow := r.next()*1e9 + r.next()
 	for _, c := range calls {
-		for _, op := range c.ops {
+		for j := range c.Work.ops {
+			op := &c.Work.ops[j]
 			now := serverNow
 			if s.cfg.callerTime {
 				now = op.Now
@@ -468,7 +364,7 @@ func (s *Store) decode(calls []*call, res any, err error) {
 				v[i] = r.next()
 			}
 			if r.err != nil {
-				c.err = errors.Join(c.err, fmt.Errorf("redisstore: %w: %w", ErrCorrupt, r.err))
+				c.Err = errors.Join(c.Err, fmt.Errorf("redisstore: %w: %w", ErrCorrupt, r.err))
 				continue
 			}
 			decodeOp(op, now, &v)

@@ -49,12 +49,12 @@ func TestCallsWaitingLeaveInOneScript(t *testing.T) {
 	wg.Add(2)
 	go decide()
 	go decide()
-	waitFor(t, func() bool { s.batch.mu.Lock(); defer s.batch.mu.Unlock(); return s.batch.inFlight == 2 })
+	waitFor(t, func() bool { return s.batcher.Senders() == 2 })
 	wg.Add(100)
 	for range 100 {
 		go decide()
 	}
-	waitFor(t, func() bool { s.batch.mu.Lock(); defer s.batch.mu.Unlock(); return len(s.batch.pending) == 100 })
+	waitFor(t, func() bool { return s.batcher.Pending() == 100 })
 	// Resume from another connection: a paused Redis still reads commands
 	// that write nothing.
 	if err := control.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
@@ -147,11 +147,11 @@ func TestCorruptReply(t *testing.T) {
 		{"a missing big", doubles(1, 2, 1, 5, 0, -2, 0, 0, 0), "a duration past 2^53"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			op := &store.Op{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}
-			c := &call{ops: []*store.Op{op}}
+			c := &call{Work: work{ops: []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}}}}
+			op := &c.Work.ops[0]
 			s.decode([]*call{c}, tc.reply, nil)
-			if !errors.Is(c.err, ErrCorrupt) || !strings.Contains(c.err.Error(), tc.want) {
-				t.Fatalf("err = %v, want ErrCorrupt saying %q", c.err, tc.want)
+			if !errors.Is(c.Err, ErrCorrupt) || !strings.Contains(c.Err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrCorrupt saying %q", c.Err, tc.want)
 			}
 			if op.Result.Decision.Allowed || op.Result.Decision.Remaining != 0 {
 				t.Errorf("op set from a corrupt reply: %+v", op.Result.Decision)
@@ -160,11 +160,11 @@ func TestCorruptReply(t *testing.T) {
 	}
 	// The same shapes, well formed: a duration past 2^53 comes from the
 	// decimals after the doubles.
-	op := &store.Op{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}
-	c := &call{ops: []*store.Op{op}}
+	c := &call{Work: work{ops: []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}}}}
+	op := &c.Work.ops[0]
 	s.decode([]*call{c}, doubles(1, 2, 1, 5, -1, -2, 0, 0, 0)+"9007199254740993", nil)
-	if c.err != nil {
-		t.Fatal(c.err)
+	if c.Err != nil {
+		t.Fatal(c.Err)
 	}
 	if d := op.Result.Decision; !d.Allowed || d.Remaining != 5 || d.RetryAfter != algo.Never || d.ResetAfter != 9007199254740993 {
 		t.Errorf("decision %+v", d)
@@ -189,25 +189,25 @@ func FuzzReply(f *testing.F) {
 		s := &Store{}
 		var calls []*call
 		for range nops % 4 {
-			op := &store.Op{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}
-			calls = append(calls, &call{ops: []*store.Op{op}})
+			calls = append(calls, &call{Work: work{ops: []store.Op{{Kind: store.OpDecide, Table: tb, Key: "k", N: 1}}}})
 		}
 		s.decode(calls, string(reply), nil)
 		for _, c := range calls {
-			if c.err != nil && !errors.Is(c.err, ErrCorrupt) {
-				t.Fatalf("an error that is not ErrCorrupt: %v", c.err)
+			if c.Err != nil && !errors.Is(c.Err, ErrCorrupt) {
+				t.Fatalf("an error that is not ErrCorrupt: %v", c.Err)
 			}
 		}
 	})
 }
 
 // A caller whose context ends while its call is out returns at once with
-// the context's error, and the sender finishes the call without it: the
-// call may still take effect.
-func TestCallerLeavesWhileOut(t *testing.T) {
+// the context's error, and the call goes on without it: it takes effect.
+// A caller whose deadline passes while its call waits to go out returns
+// at once too, however long Redis stalls, and its call does nothing.
+func TestCallersLeave(t *testing.T) {
 	ctx := context.Background()
 	c, control := pausable(t)
-	s, err := New(c, WithCallerTime(), WithMaxInFlight(1))
+	s, err := New(c, WithCallerTime(), WithMaxInFlight(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,44 +218,41 @@ func TestCallerLeavesWhileOut(t *testing.T) {
 	if err := c.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	state := func() (inFlight, pending int) {
-		s.batch.mu.Lock()
-		defer s.batch.mu.Unlock()
-		return s.batch.inFlight, len(s.batch.pending)
-	}
-	decide := func(ctx context.Context, done chan<- error) {
+	decide := func(ctx context.Context) <-chan error {
+		done := make(chan error, 1)
 		go func() { _, err := tb.Decide(ctx, "k", 2e9, 1); done <- err }()
+		return done
 	}
-	// The first goes out alone, sent by its caller; the second waits.
-	first, second, third := make(chan error, 1), make(chan error, 1), make(chan error, 1)
-	decide(ctx, first)
-	waitFor(t, func() bool { f, _ := state(); return f == 1 })
-	decide(ctx, second)
-	waitFor(t, func() bool { _, p := state(); return p == 1 })
-	// Room for a second script call: the third starts a sender, which
-	// takes the second and the third out together.
-	s.batch.mu.Lock()
-	s.batch.maxInFlight = 2
-	s.batch.mu.Unlock()
+	// The first goes out alone, sent by its caller; a sender takes the
+	// second and sends it: two script calls out, on two connections.
+	first := decide(ctx)
+	waitFor(t, func() bool { return s.batcher.Senders() == 1 })
 	leaving, leave := context.WithCancel(ctx)
-	decide(leaving, third)
-	waitFor(t, func() bool { f, p := state(); return f == 2 && p == 0 })
+	second := decide(leaving)
+	waitFor(t, func() bool { st := c.PoolStats(); return st.TotalConns-st.IdleConns == 2 })
+	// The third waits to go out, and leaves at its deadline.
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	if err := <-decide(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the caller whose deadline passed: %v, want context.DeadlineExceeded", err)
+	}
+	if n := s.batcher.Pending(); n != 0 {
+		t.Fatalf("%d calls waiting after the only one waiting left", n)
+	}
 	leave()
-	if err := <-third; !errors.Is(err, context.Canceled) {
+	if err := <-second; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that left: %v, want context.Canceled", err)
 	}
 	if err := control.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, ch := range []chan error{first, second} {
-		if err := <-ch; err != nil {
-			t.Fatal(err)
-		}
+	if err := <-first; err != nil {
+		t.Fatal(err)
 	}
-	waitFor(t, func() bool { f, _ := state(); return f == 0 })
-	// All three took effect: the third's caller left, but its script went
-	// out.
-	if d, err := tb.Decide(ctx, "k", 2e9, 0); err != nil || d.Remaining != 2 {
-		t.Fatalf("after the three: %+v %v, want 2 remaining", d, err)
+	waitFor(t, func() bool { return s.batcher.Senders() == 0 })
+	// The first two took effect, the second's caller gone; the third did
+	// nothing.
+	if d, err := tb.Decide(ctx, "k", 2e9, 0); err != nil || d.Remaining != 3 {
+		t.Fatalf("after the three: %+v %v, want 3 remaining", d, err)
 	}
 }

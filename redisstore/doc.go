@@ -97,9 +97,15 @@
 //
 // A call fails with the client's error when Redis does not answer: the
 // client's timeouts (go-redis's ReadTimeout and WriteTimeout, default 3 s)
-// or the caller's context bound it. A call whose context ends while its
-// script is on the way may still take effect. To choose what a limiter
-// does meanwhile (deny, admit, or decide locally) and to recover by itself,
+// bound it. A call that waits for another's script call, or whose script
+// a sender sent with others, returns its context's error at once when the
+// context ends, however long Redis stalls: if the call was still waiting
+// to go out, nothing was done; if its script was on the way, it may still
+// take effect, its results lost. A lone call, sent from its caller's
+// goroutine, waits for Redis as the client does: until the context ends
+// where the client honours contexts (go-redis's ContextTimeoutEnabled),
+// else for up to the client's timeouts. To choose what a limiter does
+// meanwhile (deny, admit, or decide locally) and to recover by itself,
 // wrap the store in a failsafe.Store (package failsafe).
 //
 // Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7, with

@@ -94,10 +94,10 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 					var sent []*call
 					var want [][]store.Op
 					for _, group := range calls {
-						cl := &call{ctx: ctx}
+						cl := &call{}
 						var m []store.Op
 						for _, o := range group {
-							cl.ops = append(cl.ops, &store.Op{Kind: store.OpDecide, Table: tb, Key: o.key, Now: now, N: o.n})
+							cl.Work.ops = append(cl.Work.ops, store.Op{Kind: store.OpDecide, Table: tb, Key: o.key, Now: now, N: o.n})
 							m = append(m, store.Op{Kind: store.OpDecide, Table: mtb, Key: o.key, Now: now, N: o.n})
 						}
 						if err := mem.Apply(ctx, m); err != nil {
@@ -106,12 +106,12 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 						sent = append(sent, cl)
 						want = append(want, m)
 					}
-					s.send(ctx, sent)
+					s.carry(ctx, sent)
 					for i, cl := range sent {
-						if cl.err != nil {
-							t.Fatalf("call %d: %v", i, cl.err)
+						if cl.Err != nil {
+							t.Fatalf("call %d: %v", i, cl.Err)
 						}
-						for j, got := range cl.ops {
+						for j, got := range cl.Work.ops {
 							w := want[i][j]
 							// On Redis's clock only what does not depend on
 							// the instant is compared: every op of a script

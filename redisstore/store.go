@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/batch"
 	"github.com/floodgate/floodgate/internal/tablename"
 	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,7 @@ type Store struct {
 	client  redis.UniversalClient
 	cluster bool // keys of one script call must share a hash slot
 	cfg     config
-	batch   batcher
+	batcher *batch.Batcher[work]
 	run     runner
 
 	// The script's first two arguments, boxed once (see encode).
@@ -55,7 +56,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	if cfg.callerTime {
 		s.modeArg = "c"
 	}
-	s.batch = batcher{store: s, maxBatch: cfg.maxBatch, maxInFlight: cfg.maxInFlight, maxPending: cfg.maxPending}
+	s.batcher = newBatcher(s)
 	return s, nil
 }
 
@@ -99,8 +100,7 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	if err := op.Check(&t.policy); err != nil {
 		return algo.Decision{}, fmt.Errorf("redisstore: %w", err)
 	}
-	op, err := t.store.batch.decide(ctx, op, t.store.slotOf(&op))
-	if err != nil {
+	if err := t.store.do(ctx, []*store.Op{&op}, t.store.slotOf(&op)); err != nil {
 		return algo.Decision{}, err
 	}
 	return op.Result.Decision, op.Result.Err
@@ -151,7 +151,7 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	}
 	groups := s.groups(ops)
 	if len(groups) == 1 {
-		return s.batch.do(ctx, groups[0].ops, groups[0].slot)
+		return s.do(ctx, groups[0].ops, groups[0].slot)
 	}
 	return s.applyAcrossSlots(ctx, groups)
 }
@@ -166,22 +166,22 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
-	ptrs := make([]*store.Op, len(ops))
+	// The calls, sent from this goroutine and by no batcher, may carry
+	// out the caller's ops themselves.
 	cs := make([]call, len(ops))
 	calls := make([]*call, len(ops))
 	for i := range ops {
-		ptrs[i] = &ops[i]
-		cs[i] = call{ops: ptrs[i : i+1], slot: s.slotOf(&ops[i]), ctx: ctx}
+		cs[i].Work = work{ops: ops[i : i+1], slot: s.slotOf(&ops[i])}
 		calls[i] = &cs[i]
 	}
 	// Up to WithMaxBatch ops a script call, one call after another, so
 	// that no script holds Redis for long.
 	for len(calls) > 0 {
 		n := min(len(calls), s.cfg.maxBatch)
-		s.send(ctx, calls[:n])
+		s.carry(ctx, calls[:n])
 		for _, c := range calls[:n] {
-			if c.err != nil {
-				return c.err
+			if c.Err != nil {
+				return c.Err
 			}
 		}
 		calls = calls[n:]
@@ -220,7 +220,7 @@ func (s *Store) groups(ops []store.Op) []*group {
 func (s *Store) applyAcrossSlots(ctx context.Context, gs []*group) error {
 	var wg sync.WaitGroup
 	for _, g := range gs {
-		wg.Go(func() { g.err = s.batch.do(ctx, g.ops, g.slot) })
+		wg.Go(func() { g.err = s.do(ctx, g.ops, g.slot) })
 	}
 	wg.Wait()
 	var errs []error
@@ -274,7 +274,7 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 	rgs := s.groups(refunds)
 	var wg sync.WaitGroup
 	for _, g := range rgs {
-		wg.Go(func() { g.err = s.batch.do(ctx, g.ops, g.slot) })
+		wg.Go(func() { g.err = s.do(ctx, g.ops, g.slot) })
 	}
 	wg.Wait()
 	var errs []error
