@@ -28,6 +28,12 @@
 // as if alone, in the order they came. Several Stores on one file, in one
 // process or many, exclude each other as processes do.
 //
+// A call whose context ends returns the context's error at once. While it
+// waits for its transaction, or its transaction waits for the file, it is
+// withdrawn and does nothing (a transaction whose callers have all left
+// stops waiting for the file); once its transaction has the file, it may
+// still take effect, its results lost.
+//
 // # Decisions
 //
 // Every decision is exactly the memory store's, and so package algo's,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/batch"
 	"github.com/floodgate/floodgate/internal/tablename"
 	"github.com/floodgate/floodgate/store"
 	bolt "go.etcd.io/bbolt"
@@ -20,9 +21,9 @@ import (
 // in any number of processes, may share one file; the package
 // documentation says how they take turns.
 type Store struct {
-	path  string
-	cfg   config
-	batch batcher
+	path    string
+	cfg     config
+	batcher *batch.Batcher[[]store.Op]
 
 	// mu is held by the transaction in progress, and by Close.
 	mu     sync.Mutex
@@ -60,7 +61,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		}
 	}
 	s := &Store{path: path, cfg: cfg, tables: make(map[tableKey]*table), policies: make(map[string]*algo.Policy)}
-	s.batch.store, s.batch.maxBatch = s, defaultMaxBatch
+	s.batcher = newBatcher(s, defaultMaxBatch)
 	db, err := s.open(&waiter{store: s, start: time.Now()})
 	if err != nil {
 		return nil, err
@@ -115,7 +116,7 @@ const (
 
 // waiter paces the attempts to lock the file for one transaction: it gives
 // up after the lock timeout, or when every caller of the transaction has
-// (their contexts ended).
+// left (their contexts ended: the calls, not yet taken, are withdrawn).
 type waiter struct {
 	store *Store
 	start time.Time
@@ -129,18 +130,10 @@ func (w *waiter) wait() error {
 	if w.calls != nil {
 		n := 0
 		for _, c := range w.calls {
-			if c.state.Load() != waiting {
-				continue
+			if c.Waiting() {
+				n++
+				done = c.Context().Done()
 			}
-			if err := c.ctx.Err(); err != nil {
-				if c.state.CompareAndSwap(waiting, cancelled) {
-					c.err = err
-					c.signal()
-				}
-				continue
-			}
-			n++
-			done = c.ctx.Done()
 		}
 		if n == 0 {
 			return errAbandoned
@@ -249,14 +242,18 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	if err := t.store.check(c.ops[:]); err != nil {
 		return algo.Decision{}, err
 	}
-	c.call.ops, c.call.ctx = c.ops[:], ctx
-	if err := t.store.batch.submit(&c.call); err != nil {
+	c.Work = c.ops[:]
+	if err := t.store.batcher.Do(ctx, &c.call); err != nil {
 		return algo.Decision{}, err
+	}
+	if c.Err != nil {
+		return algo.Decision{}, c.Err
 	}
 	return c.ops[0].Result.Decision, c.ops[0].Result.Err
 }
 
-// single is a call of one op, made with one allocation.
+// single is a call of one op, made with one allocation: the op is the
+// call's own.
 type single struct {
 	call
 	ops [1]store.Op
@@ -301,7 +298,9 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	return s.batch.submit(&call{ops: ops, ctx: ctx})
+	c := &call{Work: make([]store.Op, len(ops))}
+	copy(c.Work, ops)
+	return s.do(ctx, c, ops)
 }
 
 // ApplyEach implements store.Store: each op is a call of its own, carried
@@ -317,66 +316,45 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	calls := make([]*call, len(ops))
-	for i := range ops {
-		calls[i] = &call{ops: ops[i : i+1], ctx: ctx}
-	}
-	return s.batch.submitAll(calls)
+	return s.doEach(ctx, ops)
 }
 
-// run carries out calls in one transaction and tells each caller.
+// run carries out calls in one transaction: it takes the calls whose
+// callers still wait once it holds the file, and sets each one's error.
+// Calls whose callers all leave while it waits for the file are left to
+// them, with nothing done.
 func (s *Store) run(calls []*call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fail := func(err error) {
-		for _, c := range calls {
-			if c.state.CompareAndSwap(waiting, taken) || c.state.Load() == taken {
-				c.err = err
-			}
-		}
-	}
-	defer func() {
-		for _, c := range calls {
-			if c.state.Load() == taken {
-				c.signal()
-			}
-		}
-	}()
 	if s.closed {
-		fail(fmt.Errorf("filestore: %s: %w", s.path, ErrClosed))
+		fail(batch.Take(calls), fmt.Errorf("filestore: %s: %w", s.path, ErrClosed))
 		return
 	}
 	db := s.db
 	if db == nil {
 		var err error
 		if db, err = s.open(&waiter{store: s, start: time.Now(), calls: calls}); err != nil {
-			fail(err)
+			if !errors.Is(err, errAbandoned) {
+				fail(batch.Take(calls), err)
+			}
 			return
 		}
 		// After a commit the decisions stand, whatever Close says: the
 		// kernel drops the lock with the descriptor anyway.
 		defer db.Close()
 	}
-	live := calls[:0:0]
-	for _, c := range calls {
-		if err := c.ctx.Err(); err != nil {
-			if c.state.CompareAndSwap(waiting, cancelled) {
-				c.err = err
-				c.signal()
-			}
-			continue
-		}
-		if c.state.CompareAndSwap(waiting, taken) {
-			live = append(live, c)
-		}
-	}
-	if len(live) == 0 {
+	if calls = batch.Take(calls); len(calls) == 0 {
 		return
 	}
-	if err := s.transact(db, live); err != nil {
-		for _, c := range live {
-			c.err = err
-		}
+	if err := s.transact(db, calls); err != nil {
+		fail(calls, err)
+	}
+}
+
+// fail sets err as the error of calls.
+func fail(calls []*call, err error) {
+	for _, c := range calls {
+		c.Err = err
 	}
 }
 
@@ -390,7 +368,7 @@ func (s *Store) transact(db *bolt.DB, calls []*call) error {
 	}
 	x := txn{store: s, tx: tx, slots: make(map[slotKey]*slot)}
 	for _, c := range calls {
-		c.err = x.carry(c)
+		c.Err = x.carry(c.Work)
 	}
 	dirty, err := x.write()
 	if err == nil && dirty {

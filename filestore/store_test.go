@@ -234,6 +234,51 @@ func TestContextEndsTheWait(t *testing.T) {
 	}
 }
 
+// A transaction that waits for the file stops waiting once every one of
+// its callers has left: their calls are withdrawn, and do nothing, and
+// the store is idle again while the file is still held.
+func TestAbandonedTransactionStopsWaiting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path, filestore.WithLockTimeout(time.Hour))
+	tb := table(t, s, "n", "fixed-window 10/1m")
+	release := holdFile(t, path)
+	// The first caller waits for the file itself, two more behind it.
+	var errs [3]chan error
+	var cancels [3]context.CancelFunc
+	for i := range errs {
+		c, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errs[i], cancels[i] = make(chan error, 1), cancel
+		go func() {
+			_, err := tb.Decide(c, "k", t0, 1)
+			errs[i] <- err
+		}()
+		if i == 0 {
+			waitFor(t, func() bool { return filestore.Busy(s) })
+		} else {
+			waitFor(t, func() bool { return filestore.PendingCalls(s) == i })
+		}
+	}
+	// The first leaves, and a transaction takes the other two, and waits
+	// for the file in turn; they leave too.
+	cancels[0]()
+	if err := <-errs[0]; !errors.Is(err, context.Canceled) {
+		t.Fatalf("caller 0: %v", err)
+	}
+	waitFor(t, func() bool { return filestore.PendingCalls(s) == 0 })
+	for _, i := range []int{1, 2} {
+		cancels[i]()
+		if err := <-errs[i]; !errors.Is(err, context.Canceled) {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
+	waitFor(t, func() bool { return !filestore.Busy(s) })
+	release()
+	if d, err := tb.Decide(ctx, "k", t0, 0); err != nil || d.Remaining != 10 {
+		t.Fatalf("after every caller left: %+v %v, want 10 remaining", d, err)
+	}
+}
+
 // waitFor polls cond, which other goroutines make true, for up to 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

@@ -70,13 +70,13 @@ func (x *txn) slot(t *table, key string) *slot {
 	return sl
 }
 
-// carry carries out c's ops as Store.Apply describes, on the states the
-// earlier calls of the transaction left, and keeps the new states when
-// c went through: no op failed and none was denied. A state that has
+// carry carries out a call's ops as Store.Apply describes, on the states
+// the earlier calls of the transaction left, and keeps the new states when
+// the call went through: no op failed and none was denied. A state that has
 // drained as of its op's time is dropped, as the memory store drops it.
 // A key whose stored value is corrupt fails the call, unless the call's
 // first op on it is a reset.
-func (x *txn) carry(c *call) error {
+func (x *txn) carry(ops []store.Op) error {
 	type work struct {
 		sl *slot
 		s  algo.State
@@ -85,8 +85,8 @@ func (x *txn) carry(c *call) error {
 	ws := buf[:0]
 	denied := false
 	var latest int64
-	for i := range c.ops {
-		op := &c.ops[i]
+	for i := range ops {
+		op := &ops[i]
 		t := op.Table.(*table)
 		w := -1
 		for j := range ws {
