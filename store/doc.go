@@ -34,4 +34,10 @@
 // op that Check refuses, a table of another store) is an error and changes
 // nothing; a denial is not an error. A key's state may be dropped once it
 // has drained (algo.Policy.ResetAt), which changes no decision.
+//
+// A call returns when its context ends, with the context's error, even
+// while its ops are on their way; they may then still take effect (Apply
+// says how). Once a call has returned, the store reads and writes its ops
+// no more: a store that carries them out elsewhere, after its caller has
+// gone, works on a copy of its own.
 package store

@@ -23,9 +23,16 @@ type Store interface {
 	//
 	// Apply returns an error, and changes nothing, when it could not carry
 	// the ops out: bad input (see Check), a table of another store
-	// (ErrForeignTable), a done context, a broken store. A denial is not an
-	// error; an op whose cost exceeds its policy's burst is a denial whose
-	// Result.Err wraps algo.ErrCostExceedsBurst.
+	// (ErrForeignTable), a context done before the call, a broken store. A
+	// denial is not an error; an op whose cost exceeds its policy's burst
+	// is a denial whose Result.Err wraps algo.ErrCostExceedsBurst.
+	//
+	// A context that ends while the ops are on their way (to Redis, to a
+	// file) ends the call at once, with the context's error: ops that
+	// were still waiting to go are withdrawn, and change nothing; ops
+	// already on their way may still take effect, all or nothing, their
+	// Results lost. Either way, once Apply returns, the store touches ops
+	// no more.
 	Apply(ctx context.Context, ops []Op) error
 	// ApplyEach carries out ops, in order, each as if alone: as an Apply
 	// of that op alone would, so that a denied op changes nothing and
@@ -33,8 +40,9 @@ type Store interface {
 	// on its key. A store takes them in one step where it can.
 	//
 	// Bad input fails the whole call before anything is done, as in
-	// Apply. Any other error (a broken store, a done context) leaves the
-	// ops' outcomes unknown: some may have taken effect.
+	// Apply. Any other error (a broken store, a context that ended) leaves
+	// the ops' outcomes unknown: some may have taken effect. Once
+	// ApplyEach returns, the store touches ops no more.
 	ApplyEach(ctx context.Context, ops []Op) error
 }
 
