@@ -61,6 +61,7 @@ var rules = []rule{
 	{"one-key-concurrent-exact", testConcurrentExact},
 	{"apply-concurrent-no-deadlock", testApplyConcurrent},
 	{"apply-each", testApplyEach},
+	{"callers-leaving-early", testLeavingEarly},
 }
 
 var ctx = context.Background()
