@@ -49,7 +49,12 @@ func TestCallsWaitingLeaveInOneScript(t *testing.T) {
 	wg.Add(2)
 	go decide()
 	go decide()
-	waitFor(t, func() bool { return s.batcher.Senders() == 2 })
+	// Both out: the second caller's sender has taken its call (none is
+	// pending), so the calls below cannot join its script call. Senders
+	// alone counts a sender from the moment it starts, while it may still
+	// gather the calls about to arrive: on a busy machine it took the 100
+	// below and the test waited for them in vain.
+	waitFor(t, func() bool { return s.batcher.Senders() == 2 && s.batcher.Pending() == 0 })
 	wg.Add(100)
 	for range 100 {
 		go decide()
