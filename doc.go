@@ -29,8 +29,9 @@
 // down; nothing below it reads a clock. The clock is the system's, made
 // monotonic (clock.Real), unless WithClock gives another: tests use a
 // clock.Fake and step through fixed instants instead of sleeping. AllowAt
-// takes the time from the caller instead. Time is kept in nanoseconds since
-// the Unix epoch, so processes sharing a store agree on it.
+// and AllowEachAt take the time from the caller instead. Time is kept in
+// nanoseconds since the Unix epoch, so processes sharing a store agree on
+// it.
 //
 // # Waiting, reserving, several limits
 //

@@ -3,6 +3,7 @@ package floodgate
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // AllowEach checks several limits independently, each as its Limiter's
@@ -18,6 +19,32 @@ import (
 // would, and a cost above a limit's burst is a denial with an error
 // wrapping algo.ErrCostExceedsBurst.
 func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []error) {
+	return allowEach(ctx, checks, (*Limiter).now)
+}
+
+// AllowEachAt is AllowEach at time t instead of each limiter's clock, for
+// a caller that reads its clock once and decides several batches at that
+// instant (package envoyrls decides a request's descriptors, then spends
+// what is left of the windows they went over). A time that AllowAt
+// refuses fails every check, with an error wrapping ErrInvalidTime, and
+// decides nothing.
+func AllowEachAt(ctx context.Context, t time.Time, checks ...Check) (ds []Decision, errs []error) {
+	ns, err := unixNano(t)
+	if err != nil {
+		ds, errs = make([]Decision, len(checks)), make([]error, len(checks))
+		for i, c := range checks {
+			if c.Limiter != nil {
+				ds[i].policy = &c.Limiter.policy
+			}
+			errs[i] = err
+		}
+		return ds, errs
+	}
+	return allowEach(ctx, checks, func(*Limiter) int64 { return ns })
+}
+
+// allowEach is AllowEach with each check's time from now.
+func allowEach(ctx context.Context, checks []Check, now func(*Limiter) int64) (ds []Decision, errs []error) {
 	ds = make([]Decision, len(checks))
 	fail := func(i int, err error) {
 		if errs == nil {
@@ -31,7 +58,7 @@ func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []erro
 			fail(i, fmt.Errorf("floodgate: check %d has no Limiter", i))
 			continue
 		}
-		groups = addCheck(groups, i, c)
+		groups = addCheck(groups, i, c, now(c.Limiter))
 	}
 	for _, g := range groups {
 		err := g.store.ApplyEach(ctx, g.ops)

@@ -86,6 +86,45 @@ func TestAllowEach(t *testing.T) {
 	}
 }
 
+// TestAllowEachAt: the checks are decided at the time given, not on the
+// limiters' clocks, and a time AllowAt refuses fails every check and
+// decides nothing.
+func TestAllowEachAt(t *testing.T) {
+	fc := newFake() // the limiter's clock, an hour before: never read
+	mem := memstore.New(0)
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(mem), floodgate.WithClock(fc)))
+	at := epoch.Add(time.Hour)
+	for _, step := range []struct {
+		at    time.Time
+		allow []bool // of the checks a, a, b
+	}{
+		{at, []bool{true, false, true}},
+		{at.Add(59 * time.Second), []bool{false, false, false}},
+		{at.Add(time.Minute), []bool{true, false, true}},
+	} {
+		ds, errs := floodgate.AllowEachAt(ctx, step.at, floodgate.Check{Limiter: l, Key: "a", N: 1},
+			floodgate.Check{Limiter: l, Key: "a", N: 1}, floodgate.Check{Limiter: l, Key: "b", N: 1})
+		if errs != nil {
+			t.Fatalf("at %v: %v", step.at, errs)
+		}
+		for i, want := range step.allow {
+			if ds[i].Allowed != want {
+				t.Errorf("at %v, check %d: allowed %v, want %v", step.at, i, ds[i].Allowed, want)
+			}
+		}
+	}
+	for _, bad := range []time.Time{time.Unix(-1, 0), time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		ds, errs := floodgate.AllowEachAt(ctx, bad, floodgate.Check{Limiter: l, Key: "c", N: 1}, floodgate.Check{Limiter: l, Key: "c", N: 1})
+		if len(errs) != 2 || !errors.Is(errs[0], algo.ErrInvalidTime) || !errors.Is(errs[1], algo.ErrInvalidTime) ||
+			ds[0].Allowed || ds[0].Policy() != l.Policy() {
+			t.Errorf("AllowEachAt(%v): %+v, %v; want ErrInvalidTime for both", bad, ds, errs)
+		}
+	}
+	if d, err := l.AllowAt(ctx, "c", at, 1); err != nil || !d.Allowed {
+		t.Errorf("after the bad times: %+v, %v; want nothing spent", d, err)
+	}
+}
+
 func ExampleAllowEach() {
 	mem := memstore.New(0)
 	perUser := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithStore(mem)))

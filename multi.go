@@ -92,7 +92,7 @@ func groupChecks(checks []Check) ([]*group, error) {
 			return nil, fmt.Errorf("floodgate: check %d has no Limiter", i)
 		}
 		if !c.Limiter.dryRun {
-			groups = addCheck(groups, i, c)
+			groups = addCheck(groups, i, c, c.Limiter.now())
 		}
 	}
 	return groups, nil
@@ -155,8 +155,8 @@ func (md *MultiDecision) decideDryRuns(ctx context.Context, checks []Check) {
 
 // addCheck adds check i, c, to the group of its limiter's store, or to a
 // new group at the end, reading the limiter's clock.
-func addCheck(groups []*group, i int, c Check) []*group {
-	op := store.Op{Kind: store.OpDecide, Table: c.Limiter.table, Key: c.Key, Now: c.Limiter.now(), N: c.N}
+func addCheck(groups []*group, i int, c Check, now int64) []*group {
+	op := store.Op{Kind: store.OpDecide, Table: c.Limiter.table, Key: c.Key, Now: now, N: c.N}
 	for _, g := range groups {
 		if g.store == c.Limiter.store {
 			g.idx, g.ops = append(g.idx, i), append(g.ops, op)
