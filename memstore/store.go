@@ -157,7 +157,12 @@ func (m *Store) Apply(ctx context.Context, ops []store.Op) error {
 		}
 	}()
 
-	undos := make([]undo, 0, len(ops))
+	// A few ops, the usual batch, keep their undos on the stack.
+	var few [4]undo
+	undos := few[:0]
+	if len(ops) > len(few) {
+		undos = make([]undo, 0, len(ops))
+	}
 	// Storing each key's state as it was puts it back; a key that was
 	// missing had the zero State, which Store drops.
 	rollback := func() {

@@ -167,7 +167,8 @@ func (t *Table) Store(h uint64, key string, s algo.State, now int64) {
 			*old = s
 			return
 		}
-		t.insertLog(sh, key, &s, now)
+		ls := s // on the heap here only: s stays on the caller's stack
+		t.insertLog(sh, key, &ls, now)
 		return
 	}
 	i, found := sh.find(h, key)
