@@ -58,7 +58,7 @@ func allowEach(ctx context.Context, checks []Check, now func(*Limiter) int64) (d
 			fail(i, fmt.Errorf("floodgate: check %d has no Limiter", i))
 			continue
 		}
-		groups = addCheck(groups, i, c, now(c.Limiter))
+		groups = addCheck(groups, checks, i, now(c.Limiter))
 	}
 	for _, g := range groups {
 		err := g.store.ApplyEach(ctx, g.ops)

@@ -92,7 +92,7 @@ func groupChecks(checks []Check) ([]*group, error) {
 			return nil, fmt.Errorf("floodgate: check %d has no Limiter", i)
 		}
 		if !c.Limiter.dryRun {
-			groups = addCheck(groups, i, c, c.Limiter.now())
+			groups = addCheck(groups, checks, i, c.Limiter.now())
 		}
 	}
 	return groups, nil
@@ -153,9 +153,11 @@ func (md *MultiDecision) decideDryRuns(ctx context.Context, checks []Check) {
 	}
 }
 
-// addCheck adds check i, c, to the group of its limiter's store, or to a
-// new group at the end, reading the limiter's clock.
-func addCheck(groups []*group, i int, c Check, now int64) []*group {
+// addCheck adds checks[i], at now, to the group of its limiter's store,
+// or to a new group at the end. The first group has room for all the
+// checks left: most calls are on one store.
+func addCheck(groups []*group, checks []Check, i int, now int64) []*group {
+	c := checks[i]
 	op := store.Op{Kind: store.OpDecide, Table: c.Limiter.table, Key: c.Key, Now: now, N: c.N}
 	for _, g := range groups {
 		if g.store == c.Limiter.store {
@@ -163,7 +165,13 @@ func addCheck(groups []*group, i int, c Check, now int64) []*group {
 			return groups
 		}
 	}
-	return append(groups, &group{store: c.Limiter.store, idx: []int{i}, ops: []store.Op{op}})
+	size := 1
+	if len(groups) == 0 {
+		size = len(checks) - i
+	}
+	g := &group{store: c.Limiter.store, idx: make([]int, 1, size), ops: make([]store.Op, 1, size)}
+	g.idx[0], g.ops[0] = i, op
+	return append(groups, g)
 }
 
 // group is the checks of AllowAll or AllowEach on one store, in order of
