@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/clock"
 
 	"github.com/floodgate/floodgate/failsafe"
 
@@ -386,6 +387,14 @@ func TestGlobalShadowMode(t *testing.T) {
 	if st := s.Stats(); st.Shadow != 1 || st.OK != 2 || st.OverLimit != 0 {
 		t.Errorf("Stats() = %+v", st)
 	}
+	// A limit of 0, over without the store, too.
+	z, _ := newService(t, "domain: z\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 0}\n", WithShadowMode(true))
+	if got, want := call(t, z, request("z", descriptor("k", "v"))), "OK: OVER_LIMIT 0/HOUR t=1h0m0s"; got != want {
+		t.Errorf("a limit of 0: %s, want %s", got, want)
+	}
+	if st := z.Stats(); st.Shadow != 1 || st.OK != 1 || st.OverLimit != 0 {
+		t.Errorf("a limit of 0: Stats() = %+v", st)
+	}
 }
 
 // requests_per_unit: 0 blocks everything, as upstream's Example 3.
@@ -656,13 +665,10 @@ func TestEmptyDescriptors(t *testing.T) {
 	}
 }
 
-// sharedStore is a memory store that the service takes for a shared one
-// (Redis, a file): it decides a request's distinct counters at once.
-type sharedStore struct{ *memstore.Store }
-
-// On a shared store a request's descriptors of distinct counters are
-// decided at once, and those of one counter in request order: the answers
-// are the memory store's, one after another, exactly.
+// A request's descriptors are answered exactly as they would be one after
+// another, each a request of its own: on the memory store, and on Redis,
+// where all those of distinct counters go in one script call (through a
+// failsafe.Store, as floodgate serve has it).
 func TestManyDescriptorsOnASharedStore(t *testing.T) {
 	const cfg = `domain: d
 descriptors:
@@ -671,20 +677,17 @@ descriptors:
   - key: team
     rate_limit: {unit: minute, requests_per_unit: 5, algorithm: token-bucket, burst: 2}
 `
-	// The memory store, which takes ApplyEach's ops one by one, and Redis,
-	// which takes them in one script call (through a failsafe.Store, as
-	// floodgate serve has it).
 	rs, err := redisstore.New(redistest.NewServer(t).Client(t), redisstore.WithCallerTime())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, store := range map[string]store.Store{
-		"shared": sharedStore{memstore.New(0)},
+		"memory": memstore.New(0),
 		"redis":  newFailsafe(rs, failsafe.Options{}),
 	} {
 		t.Run(name, func(t *testing.T) {
-			mem, clk := newService(t, cfg)
-			shared := NewService(mustParse(t, cfg), store, WithClock(clk))
+			alone, clk := newService(t, cfg)
+			together := NewService(mustParse(t, cfg), store, WithClock(clk))
 			var descs []*ratelimitv3.RateLimitDescriptor
 			for i := range 40 {
 				// A user's descriptor costs 1 to 3: one that goes over leaves
@@ -696,12 +699,95 @@ descriptors:
 			}
 			req := request("d", descs...)
 			for step := range 4 {
-				if got, want := call(t, shared, req), call(t, mem, req); got != want {
-					t.Fatalf("step %d: on a shared store\n%s\nwant, as on memory,\n%s", step, got, want)
+				if got, want := call(t, together, req), oneByOne(t, alone, req); got != want {
+					t.Fatalf("step %d: together\n%s\nwant, as one by one,\n%s", step, got, want)
 				}
 				clk.Advance(700 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// oneByOne asks s about each descriptor of req, one request each, in
+// order, and returns the summary of their answers as one.
+func oneByOne(t *testing.T, s *Service, req *rlsv3.RateLimitRequest) string {
+	t.Helper()
+	all := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
+	for _, d := range req.Descriptors {
+		resp, err := s.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: req.Domain, HitsAddend: req.HitsAddend, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Statuses = append(all.Statuses, resp.Statuses[0])
+		if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+			all.OverallCode = resp.OverallCode
+		}
+	}
+	return summary(all)
+}
+
+// A counter twice in a request: the second is decided after the first,
+// and on a fixed window after the first went over and spent the rest of
+// the window; on floodgate's algorithms a refusal spends nothing.
+func TestCounterTwiceInARequest(t *testing.T) {
+	rs, err := redisstore.New(redistest.NewServer(t).Client(t), redisstore.WithCallerTime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	costs := func(key string, hits ...uint64) *rlsv3.RateLimitRequest {
+		req := request("d")
+		for _, h := range hits {
+			d := descriptor(key, "x")
+			d.HitsAddend = wrapperspb.UInt64(h)
+			req.Descriptors = append(req.Descriptors, d)
+		}
+		return req
+	}
+	const cfg = basics + `  - key: bucket
+    rate_limit: {unit: minute, requests_per_unit: 60, algorithm: token-bucket, burst: 4}
+`
+	for name, st := range map[string]store.Store{"memory": memstore.New(0), "redis": rs} {
+		t.Run(name, func(t *testing.T) {
+			s := NewService(mustParse(t, cfg), st, WithClock(clock.NewFake(t0)))
+			for _, step := range []struct {
+				req  *rlsv3.RateLimitRequest
+				want string
+			}{
+				{costs("ten", 8, 5, 1, 0), "OVER_LIMIT: OK 10/MINUTE r=2 t=1m0s | OVER_LIMIT 10/MINUTE t=1m0s | OVER_LIMIT 10/MINUTE t=1m0s | OK 10/MINUTE t=1m0s"},
+				{costs("bucket", 3, 2, 1), "OVER_LIMIT: OK 60/MINUTE r=1 t=3s | OVER_LIMIT 60/MINUTE t=1s | OK 60/MINUTE t=4s"},
+			} {
+				if got := call(t, s, step.req); got != step.want {
+					t.Errorf("got  %s\nwant %s", got, step.want)
+				}
+			}
+		})
+	}
+}
+
+// Past maxOverrides distinct limits carried by requests, the service
+// remembers no more, and still decides the others, on the same counters.
+func TestManyOverrides(t *testing.T) {
+	s, _ := newService(t, basics)
+	limit := func(perUnit uint32) *rlsv3.RateLimitRequest {
+		return request("d", &ratelimitv3.RateLimitDescriptor{Entries: entries("k", "v"),
+			Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: perUnit, Unit: typev3.RateLimitUnit_HOUR}})
+	}
+	for n := range uint32(maxOverrides + 10) {
+		if got, want := call(t, s, limit(n+2)), fmt.Sprintf("OK: OK %d/HOUR r=%d t=1h0m0s", n+2, n+1); got != want {
+			t.Fatalf("limit %d: %s, want %s", n+2, got, want)
+		}
+	}
+	if len(s.overrides) != maxOverrides {
+		t.Errorf("%d limits remembered, want %d", len(s.overrides), maxOverrides)
+	}
+	// A limit past the bound, then one within it: each its own counter.
+	if got, want := call(t, s, limit(maxOverrides+5)), fmt.Sprintf("OK: OK %d/HOUR r=%d t=1h0m0s", maxOverrides+5, maxOverrides+3); got != want {
+		t.Errorf("again past the bound: %s, want %s", got, want)
+	}
+	for _, want := range []string{"OK: OK 2/HOUR t=1h0m0s", "OVER_LIMIT: OVER_LIMIT 2/HOUR t=1h0m0s"} {
+		if got := call(t, s, limit(2)); got != want {
+			t.Errorf("again within the bound: %s, want %s", got, want)
+		}
 	}
 }
 
