@@ -2,6 +2,7 @@ package envoyrls
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -405,37 +406,7 @@ func (l *level) add(n *node) {
 // rateLimit parses a rate_limit mapping.
 func (p *parser) rateLimit(m *yaml.Node, path string, shadow bool) *rule {
 	r := &rule{id: len(p.c.rules), domain: p.domain, path: path, file: p.file, line: m.Line, shadow: shadow}
-	var unitNode, algNode, burstNode *yaml.Node
-	var unitName, alg string
-	var burst int64
-	for _, kv := range p.mapping(m, "a rate_limit", rateLimitKeys) {
-		switch kv.key {
-		case "unit":
-			unitNode, unitName = kv.value, p.str(kv.value, "unit")
-		case "requests_per_unit":
-			n := p.integer(kv.value, "requests_per_unit")
-			if n < 0 || n > math.MaxUint32 {
-				p.fail(kv.value, "requests_per_unit %d is not an unsigned 32-bit integer", n)
-			}
-			if n > algo.MaxLimit {
-				p.fail(kv.value, "requests_per_unit %d is more than floodgate's most, %d", n, algo.MaxLimit)
-			}
-			r.perUnit = uint32(n)
-		case "unlimited":
-			r.unlimited = p.boolean(kv.value, "unlimited")
-		case "name":
-			r.name = p.str(kv.value, "name")
-		case "replaces":
-			r.replaces = p.replaces(kv.value)
-		case "algorithm":
-			algNode, alg = kv.value, p.str(kv.value, "algorithm")
-		case "burst", "capacity":
-			if burstNode != nil {
-				p.fail(kv.value, "burst and capacity are the same setting: give one")
-			}
-			burstNode, burst = kv.value, p.integer(kv.value, kv.key)
-		}
-	}
+	f := p.rateLimitFields(m, r)
 	for _, name := range r.replaces {
 		if name == "" {
 			p.fail(m, "should not have an empty replaces entry")
@@ -444,51 +415,100 @@ func (p *parser) rateLimit(m *yaml.Node, path string, shadow bool) *rule {
 			p.fail(m, "replaces should not contain name of same descriptor")
 		}
 	}
-	u, validUnit := units[strings.ToUpper(unitName)]
 	if r.unlimited {
-		switch {
-		case validUnit:
-			p.fail(unitNode, "should not specify rate limit unit when unlimited")
-		case algNode != nil || burstNode != nil:
-			p.fail(m, "an unlimited rate_limit takes no algorithm, burst or capacity")
-		}
-		p.c.rules = append(p.c.rules, r)
-		return r
+		p.unlimited(m, f)
+	} else {
+		p.limit(m, r, f)
 	}
-	if !validUnit {
-		at := unitNode
-		if at == nil {
-			at = m
+	p.c.rules = append(p.c.rules, r)
+	return r
+}
+
+// rateLimitFields are the fields of a rate_limit that make its policy,
+// as written, with their nodes (nil when absent) for the messages.
+type rateLimitFields struct {
+	unitNode, algNode, burstNode *yaml.Node
+	unitName, alg                string
+	burst                        int64
+}
+
+// rateLimitFields reads the mapping m of a rate_limit: into r the fields
+// that need no other, and the others into f.
+func (p *parser) rateLimitFields(m *yaml.Node, r *rule) (f rateLimitFields) {
+	for _, kv := range p.mapping(m, "a rate_limit", rateLimitKeys) {
+		switch kv.key {
+		case "unit":
+			f.unitNode, f.unitName = kv.value, p.str(kv.value, "unit")
+		case "requests_per_unit":
+			r.perUnit = p.requestsPerUnit(kv.value)
+		case "unlimited":
+			r.unlimited = p.boolean(kv.value, "unlimited")
+		case "name":
+			r.name = p.str(kv.value, "name")
+		case "replaces":
+			r.replaces = p.replaces(kv.value)
+		case "algorithm":
+			f.algNode, f.alg = kv.value, p.str(kv.value, "algorithm")
+		case "burst", "capacity":
+			if f.burstNode != nil {
+				p.fail(kv.value, "burst and capacity are the same setting: give one")
+			}
+			f.burstNode, f.burst = kv.value, p.integer(kv.value, kv.key)
 		}
-		p.fail(at, "invalid rate limit unit '%s' (want second, minute, hour, day, week, month or year)", unitName)
+	}
+	return f
+}
+
+// requestsPerUnit reads requests_per_unit: an unsigned 32-bit integer, as
+// upstream's, and at most floodgate's most.
+func (p *parser) requestsPerUnit(v *yaml.Node) uint32 {
+	n := p.integer(v, "requests_per_unit")
+	if n < 0 || n > math.MaxUint32 {
+		p.fail(v, "requests_per_unit %d is not an unsigned 32-bit integer", n)
+	}
+	if n > algo.MaxLimit {
+		p.fail(v, "requests_per_unit %d is more than floodgate's most, %d", n, algo.MaxLimit)
+	}
+	return uint32(n)
+}
+
+// unlimited checks the rate_limit m of an unlimited rule, which takes no
+// unit, algorithm or burst.
+func (p *parser) unlimited(m *yaml.Node, f rateLimitFields) {
+	if _, ok := units[strings.ToUpper(f.unitName)]; ok {
+		p.fail(f.unitNode, "should not specify rate limit unit when unlimited")
+	}
+	if f.algNode != nil || f.burstNode != nil {
+		p.fail(m, "an unlimited rate_limit takes no algorithm, burst or capacity")
+	}
+}
+
+// limit sets the unit, window and policy of r, the rule of the rate_limit
+// m, from f.
+func (p *parser) limit(m *yaml.Node, r *rule, f rateLimitFields) {
+	u, ok := units[strings.ToUpper(f.unitName)]
+	if !ok {
+		p.fail(cmp.Or(f.unitNode, m), "invalid rate limit unit '%s' (want second, minute, hour, day, week, month or year)", f.unitName)
 	}
 	r.unit, r.period = u.unit, u.period
 	a := algo.FixedWindow
-	if algNode != nil {
-		var ok bool
-		if a, ok = algorithms[alg]; !ok {
-			p.fail(algNode, "unknown algorithm %q (want token-bucket, leaky-bucket, sliding-log, sliding-window or fixed-window)", alg)
+	if f.algNode != nil {
+		if a, ok = algorithms[f.alg]; !ok {
+			p.fail(f.algNode, "unknown algorithm %q (want token-bucket, leaky-bucket, sliding-log, sliding-window or fixed-window)", f.alg)
 		}
 	}
 	r.upstream = a == algo.FixedWindow
 	if r.perUnit == 0 {
-		if burstNode != nil {
-			p.fail(burstNode, "a rate_limit with requests_per_unit 0 blocks everything and takes no burst or capacity")
+		if f.burstNode != nil {
+			p.fail(f.burstNode, "a rate_limit with requests_per_unit 0 blocks everything and takes no burst or capacity")
 		}
-		p.c.rules = append(p.c.rules, r)
-		return r
+		return
 	}
-	pol, err := algo.New(a, int64(r.perUnit), r.period, burst)
+	pol, err := algo.New(a, int64(r.perUnit), r.period, f.burst)
 	if err != nil {
-		at := burstNode
-		if at == nil {
-			at = m
-		}
-		p.fail(at, "%s", strings.TrimPrefix(err.Error(), algo.ErrInvalidPolicy.Error()+": "))
+		p.fail(cmp.Or(f.burstNode, m), "%s", strings.TrimPrefix(err.Error(), algo.ErrInvalidPolicy.Error()+": "))
 	}
 	r.policy = pol
-	p.c.rules = append(p.c.rules, r)
-	return r
 }
 
 var algorithms = func() map[string]algo.Algorithm {
