@@ -334,49 +334,60 @@ func (p *parser) level(l *level, list *yaml.Node, parentPath string) {
 		p.fail(list, "descriptors must be a list, not %s", kindName(list))
 	}
 	for _, item := range list.Content {
-		item = p.deref(item)
-		n := &node{line: item.Line}
-		var rl, children *yaml.Node
-		var shadow bool
-		for _, kv := range p.mapping(item, "a descriptor", descriptorKeys) {
-			switch kv.key {
-			case "key":
-				n.key = p.str(kv.value, "key")
-			case "value":
-				n.value = p.str(kv.value, "value")
-			case "rate_limit":
-				rl = kv.value
-			case "descriptors":
-				children = kv.value
-			case "shadow_mode":
-				shadow = p.boolean(kv.value, "shadow_mode")
-			case "share_threshold":
-				n.share = p.boolean(kv.value, "share_threshold")
-			case "detailed_metric", "value_to_metric":
-				p.boolean(kv.value, kv.key) // checked, then ignored: statistics only
-			}
-		}
-		if n.key == "" {
-			p.fail(item, "descriptor has empty key")
-		}
-		path := parentPath + "." + n.key
-		if n.value != "" {
-			path += "_" + n.value
-		}
-		n.wildcard = strings.HasSuffix(n.value, "*")
-		n.prefix = strings.TrimSuffix(n.value, "*")
-		if n.share && !n.wildcard {
-			p.fail(item, "share_threshold can only be used with wildcard values (ending with '*'), but %s has value %q", n.key, n.value)
-		}
-		if prev := l.find(n.key, n.value); prev != nil {
-			p.fail(item, "duplicate descriptor composite key '%s' (first at line %d)", path, prev.line)
-		}
-		if rl != nil && !p.isNull(p.deref(rl)) {
-			n.rule = p.rateLimit(p.deref(rl), path, shadow)
-		}
-		p.level(&n.children, children, path)
-		l.add(n)
+		l.add(p.descriptor(l, p.deref(item), parentPath))
 	}
+}
+
+// descriptor parses item, a descriptor of the level l under parentPath,
+// and its own descriptors.
+func (p *parser) descriptor(l *level, item *yaml.Node, parentPath string) *node {
+	n, rl, children, shadow := p.descriptorFields(item)
+	if n.key == "" {
+		p.fail(item, "descriptor has empty key")
+	}
+	path := parentPath + "." + n.key
+	if n.value != "" {
+		path += "_" + n.value
+	}
+	n.wildcard = strings.HasSuffix(n.value, "*")
+	n.prefix = strings.TrimSuffix(n.value, "*")
+	if n.share && !n.wildcard {
+		p.fail(item, "share_threshold can only be used with wildcard values (ending with '*'), but %s has value %q", n.key, n.value)
+	}
+	if prev := l.find(n.key, n.value); prev != nil {
+		p.fail(item, "duplicate descriptor composite key '%s' (first at line %d)", path, prev.line)
+	}
+	if rl != nil && !p.isNull(p.deref(rl)) {
+		n.rule = p.rateLimit(p.deref(rl), path, shadow)
+	}
+	p.level(&n.children, children, path)
+	return n
+}
+
+// descriptorFields reads the mapping of a descriptor: its own fields into
+// n, and its rate_limit, descriptors and shadow_mode, which the caller
+// parses once it has checked n.
+func (p *parser) descriptorFields(item *yaml.Node) (n *node, rl, children *yaml.Node, shadow bool) {
+	n = &node{line: item.Line}
+	for _, kv := range p.mapping(item, "a descriptor", descriptorKeys) {
+		switch kv.key {
+		case "key":
+			n.key = p.str(kv.value, "key")
+		case "value":
+			n.value = p.str(kv.value, "value")
+		case "rate_limit":
+			rl = kv.value
+		case "descriptors":
+			children = kv.value
+		case "shadow_mode":
+			shadow = p.boolean(kv.value, "shadow_mode")
+		case "share_threshold":
+			n.share = p.boolean(kv.value, "share_threshold")
+		case "detailed_metric", "value_to_metric":
+			p.boolean(kv.value, kv.key) // checked, then ignored: statistics only
+		}
+	}
+	return n, rl, children, shadow
 }
 
 func (l *level) find(key, value string) *node {
