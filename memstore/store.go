@@ -60,6 +60,10 @@ func (m *Store) Table(name string, p algo.Policy) (store.Table, error) {
 	return t, nil
 }
 
+// Local implements store.Local: the state is in this process, and
+// floodgate.AllowEach decides on it check by check.
+func (m *Store) Local() {}
+
 // Stats counts what a memory store holds and dropped.
 type Stats struct {
 	Keys      int    // keys held, over all tables

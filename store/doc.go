@@ -23,7 +23,9 @@
 // and its refund. Store.ApplyEach carries out many independent ops, each
 // as if alone, in one step where the store can (one script call on
 // Redis, one transaction on a file): the descriptors of an Envoy request.
-// Table.Decide is the fast path of an Apply of one OpDecide.
+// Table.Decide is the fast path of an Apply of one OpDecide; a store in
+// this process's memory, which a batch saves nothing, says so by being
+// Local.
 //
 // # Duties of a store
 //

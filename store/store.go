@@ -52,3 +52,15 @@ type Table interface {
 	// epoch) for key: the fast path of an Apply with one OpDecide.
 	Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error)
 }
+
+// Local is implemented by a Store whose state is in this process's
+// memory (package memstore): it decides an op without a round trip or a
+// transaction, so a batch of independent ops saves it nothing, and
+// building one costs more than the ops. floodgate.AllowEach decides the
+// checks on such a store one by one, with Table.Decide, as AllowN would.
+// Local itself does nothing. A wrapper of another store (a failsafe.Store)
+// is not Local, whatever it wraps.
+type Local interface {
+	Store
+	Local()
+}
