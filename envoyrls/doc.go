@@ -165,11 +165,23 @@
 // as in a URL query), or by their SHA-256 when that is longer than 512
 // bytes, so that a request with huge values cannot make the store hold
 // huge keys. SetConfig swaps configurations atomically, and rules that
-// did not change keep their counters. On a shared store a request's
-// descriptors are decided in one call of the store's ApplyEach, each as if
-// alone (on Redis, one script call for the whole request); a counter that
-// appears twice in a request is decided the second time after the first,
-// as upstream's increments add up.
+// did not change keep their counters.
+//
+// A request reaches the store through floodgate's front end, as a
+// program's own limits do: each rule is a floodgate.Limiter of that name
+// and policy on the service's store (as is each distinct limit that
+// requests carry), in dry-run mode (floodgate.WithDryRun) when the rule
+// is in shadow mode or the service is. The service reads its clock once
+// per request, and floodgate.AllowEachAt decides the request's
+// descriptors at that instant, each as if alone, in one call of the
+// store's ApplyEach (on Redis, one script call for the whole request); a
+// request of one descriptor is its limiter's AllowAt, which on Redis
+// joins the calls of concurrent requests. A fixed window's counter that
+// appears twice in a request is decided the second time in a round of
+// its own, after the first and after the first spent what it left of
+// the window, as upstream's increments add up. Stats counts a request as
+// shadowed when a decision was a dry run's denial
+// (floodgate.Decision.DryRun).
 //
 // # Serving
 //

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 )
 
@@ -37,121 +38,32 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, nil
 }
 
-// A check is what one descriptor of a request is decided by.
-type check struct {
-	r         *rule
-	t         tableOrErr
-	shared    []string
-	unlimited bool
-}
-
 func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	switch {
-	case req.GetDomain() == "":
-		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
-	case len(req.GetDescriptors()) == 0:
-		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
-	case len(req.GetDescriptors()) > MaxDescriptors:
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, more than the most, %d", len(req.Descriptors), MaxDescriptors)
-	}
-	for i, d := range req.Descriptors {
-		if d.GetIsNegativeHits() {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits is not supported: a request cannot give back quota", i)
-		}
+	if err := validate(req); err != nil {
+		return nil, err
 	}
 	b := s.cur.Load()
 	now := s.now()
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.Descriptors))}
 	dom := b.cfg.domains[req.Domain]
 	if dom == nil {
 		// Upstream answers OK, with no limit, for a domain it does not know.
-		for i := range resp.Statuses {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		}
 		s.unknown.Add(1)
 		s.ok.Add(1)
-		return resp, nil
+		return allOK(len(req.Descriptors)), nil
 	}
-
-	// Find each descriptor's rule, then drop the unlimited and the
-	// replaced ones, as upstream does: every rule found, unlimited ones
-	// included, replaces the named rules of the other descriptors.
-	checks := make([]check, len(req.Descriptors))
-	var replacing map[string]bool
-	for i, d := range req.Descriptors {
-		c := &checks[i]
-		if o := d.GetLimit(); o != nil {
-			r, t, err := s.override(dom.name, o)
-			if err != nil {
-				return nil, err
-			}
-			c.r, c.t = r, t
-		} else {
-			c.r, c.shared = dom.lookup(d.GetEntries())
-			if c.r != nil {
-				c.t = b.tables[c.r.id]
-			}
-		}
-		if c.r == nil {
-			continue
-		}
-		for _, name := range c.r.replaces {
-			if replacing == nil {
-				replacing = make(map[string]bool)
-			}
-			replacing[name] = true
-		}
-		if c.r.unlimited {
-			c.r, c.unlimited = nil, true
-		}
+	ds, err := s.match(b, dom, req)
+	if err != nil {
+		return nil, err
 	}
-	// The descriptors to decide on the store, each with its cost and key.
-	outs := make([]outcome, len(req.Descriptors))
-	var todo []int
-	for i, d := range req.Descriptors {
-		c := &checks[i]
-		switch {
-		case c.unlimited:
-			// Upstream's answer for an unlimited rule: OK, with the most
-			// a uint32 holds remaining, and no limit.
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
-		case c.r == nil || (c.r.name != "" && replacing[c.r.name]):
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		default:
-			outs[i].n, outs[i].key = hits(req, d), storeKey(d.GetEntries(), c.shared)
-			todo = append(todo, i)
-		}
-	}
-	s.decideAll(ctx, checks, outs, todo, now)
-	wouldBeOver := false
-	for _, i := range todo {
-		c, o := &checks[i], &outs[i]
-		if o.err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, status.FromContextError(ctxErr).Err()
-			}
-			s.logStoreError(dom.name, c.r.path, o.err)
-			return nil, status.Errorf(codes.Unavailable, "rate limit store: %v", o.err)
-		}
-		if s.opts.observer != nil {
-			s.opts.observer(ctx, Outcome{Domain: dom.name, Rule: c.r.path, Name: c.r.name, Policy: c.r.policy, Hits: o.n, Over: o.over, Code: o.st.Code})
-		}
-		resp.Statuses[i] = o.st
-		if o.over {
-			wouldBeOver = true
-		}
-		if o.st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		}
-	}
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT && s.opts.shadow {
-		resp.OverallCode = rlsv3.RateLimitResponse_OK
+	s.decide(ctx, ds, now)
+	resp, err := s.answer(ctx, dom.name, ds, now)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 		s.over.Add(1)
-	case wouldBeOver:
+	case dryRun(ds):
 		s.shadow.Add(1)
 		s.ok.Add(1)
 	default:
@@ -160,14 +72,95 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, nil
 }
 
-// outcome is one descriptor's decision: its cost and store key, then its
-// status, whether it was over its limit, or the store's error.
-type outcome struct {
-	n    int64
-	key  string
-	st   *rlsv3.RateLimitResponse_DescriptorStatus
-	over bool
-	err  error
+// validate returns the error of codes.InvalidArgument for a request that
+// cannot be decided, nil for the others.
+func validate(req *rlsv3.RateLimitRequest) error {
+	switch {
+	case req.GetDomain() == "":
+		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	case len(req.GetDescriptors()) == 0:
+		return status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case len(req.GetDescriptors()) > MaxDescriptors:
+		return status.Errorf(codes.InvalidArgument, "%d descriptors, more than the most, %d", len(req.Descriptors), MaxDescriptors)
+	}
+	for i, d := range req.Descriptors {
+		if d.GetIsNegativeHits() {
+			return status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits is not supported: a request cannot give back quota", i)
+		}
+	}
+	return nil
+}
+
+// allOK is the answer of n statuses OK, with no limit.
+func allOK(n int) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	}
+	return resp
+}
+
+// A desc is one descriptor of a request as the service decides it: its
+// rule (nil for no limit: none matched, or another descriptor's rule
+// replaces it) and the rule's limiter, its store key and cost, then its
+// decision, or the error that kept it from one.
+type desc struct {
+	r     *rule
+	l     limiter
+	key   string
+	n     int64
+	round int // see rounds
+	d     floodgate.Decision
+	err   error
+}
+
+// limited reports whether the descriptor is decided against a limit: it
+// has a rule, and the rule is not unlimited.
+func (d *desc) limited() bool { return d.r != nil && !d.r.unlimited }
+
+// over reports whether the descriptor was over its limit, denied or, in
+// shadow mode, let through by its limiter's dry run.
+func (d *desc) over() bool { return !d.d.Allowed || d.d.DryRun }
+
+// match finds each descriptor's rule and limiter, as upstream does: the
+// limit the descriptor carries, else its domain's rule for its entries.
+// Then every rule found, unlimited ones included, replaces the named
+// rules of the other descriptors, which are not decided at all.
+func (s *Service) match(b *bound, dom *domain, req *rlsv3.RateLimitRequest) ([]desc, error) {
+	ds := make([]desc, len(req.Descriptors))
+	var replaced map[string]bool
+	for i, rd := range req.Descriptors {
+		d := &ds[i]
+		var shared []string
+		if o := rd.GetLimit(); o != nil {
+			r, l, err := s.override(dom.name, o)
+			if err != nil {
+				return nil, err
+			}
+			d.r, d.l = r, l
+		} else if d.r, shared = dom.lookup(rd.GetEntries()); d.r != nil {
+			d.l = b.limiters[d.r.id]
+		}
+		if d.r == nil {
+			continue
+		}
+		for _, name := range d.r.replaces {
+			if replaced == nil {
+				replaced = make(map[string]bool)
+			}
+			replaced[name] = true
+		}
+		if !d.r.unlimited {
+			d.key, d.n = storeKey(rd.GetEntries(), shared), hits(req, rd)
+		}
+	}
+	for i := range ds {
+		if d := &ds[i]; d.limited() && d.r.name != "" && replaced[d.r.name] {
+			d.r = nil
+		}
+	}
+	return ds, nil
 }
 
 // hits is a descriptor's cost: its own hits_addend when set (0 included:
@@ -180,47 +173,112 @@ func hits(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64
 	return int64(max(req.GetHitsAddend(), 1))
 }
 
-// override returns the rule and table of a limit a request carries
+// answer makes the response from the descriptors' decisions, reporting
+// each to the observer; or, at the first descriptor in the request's
+// order that has no decision, the error that kept it from one.
+func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now int64) (*rlsv3.RateLimitResponse, error) {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	for i := range ds {
+		d := &ds[i]
+		switch {
+		case d.r == nil:
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		case d.r.unlimited:
+			// Upstream's answer for an unlimited rule: OK, with the most
+			// a uint32 holds remaining, and no limit.
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		case d.err != nil:
+			return nil, s.storeError(ctx, domainName, d.r.path, d.err)
+		default:
+			st := d.status(now)
+			if s.opts.observer != nil {
+				s.opts.observer(ctx, Outcome{Domain: domainName, Rule: d.r.path, Name: d.r.name, Policy: d.r.policy, Hits: d.n, Over: d.over(), Code: st.Code})
+			}
+			resp.Statuses[i] = st
+			if !d.d.Allowed {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+		}
+	}
+	return resp, nil
+}
+
+// dryRun reports whether a descriptor was over its limit but let through
+// by shadow mode.
+func dryRun(ds []desc) bool {
+	for i := range ds {
+		if ds[i].d.DryRun {
+			return true
+		}
+	}
+	return false
+}
+
+// storeError is the answer to a request whose descriptor of the rule
+// rulePath failed with err: the context's code when it ended, else
+// codes.Unavailable, logged.
+func (s *Service) storeError(ctx context.Context, domainName, rulePath string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
+	}
+	s.logStoreError(domainName, rulePath, err)
+	return status.Errorf(codes.Unavailable, "rate limit store: %v", err)
+}
+
+// override returns the rule and limiter of a limit a request carries
 // (RateLimitDescriptor.limit, set by Envoy's limit override): a fixed
 // window, like upstream's, that replaces the configuration's rule for the
 // descriptor, with no name, replaces or shadow mode. The request's domain
 // must be known, as upstream requires.
-func (s *Service) override(domainName string, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, tableOrErr, error) {
+func (s *Service) override(domainName string, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, limiter, error) {
+	r, err := overrideRule(domainName, o)
+	if err != nil || !r.onStore() {
+		return r, limiter{}, err
+	}
+	k := overrideKey{domainName, r.policy}
+	s.omu.Lock()
+	l := s.overrides[k]
+	s.omu.Unlock()
+	if l != nil {
+		return r, limiter{l: l}, nil
+	}
+	l, err = s.newLimiter(domainName, r.policy, false)
+	if err != nil {
+		return r, limiter{err: err}, nil
+	}
+	s.omu.Lock()
+	if len(s.overrides) < maxOverrides {
+		s.overrides[k] = l
+	}
+	s.omu.Unlock()
+	return r, limiter{l: l}, nil
+}
+
+// overrideRule checks a limit a request carries and returns its rule.
+func overrideRule(domainName string, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, error) {
 	unit := rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit())
 	u, ok := units[unit.String()]
 	if !ok || unit == rlsv3.RateLimitResponse_RateLimit_UNKNOWN {
-		return nil, tableOrErr{}, status.Errorf(codes.InvalidArgument, "limit override: unit %v is not a rate limit unit", o.GetUnit())
+		return nil, status.Errorf(codes.InvalidArgument, "limit override: unit %v is not a rate limit unit", o.GetUnit())
 	}
 	r := &rule{path: domainName + " (override)", perUnit: o.GetRequestsPerUnit(), unit: u.unit, period: u.period, upstream: true}
 	if m := o.GetUnitMultiplier().GetValue(); m > 1 {
 		if time.Duration(m) > algo.MaxPeriod/u.period {
-			return nil, tableOrErr{}, status.Errorf(codes.InvalidArgument, "limit override: a window of %d %v is longer than 366 days", m, u.unit)
+			return nil, status.Errorf(codes.InvalidArgument, "limit override: a window of %d %v is longer than 366 days", m, u.unit)
 		}
 		r.multiplier, r.period = m, u.period*time.Duration(m)
 	}
 	if r.perUnit == 0 {
-		return r, tableOrErr{}, nil
+		return r, nil
 	}
 	if r.perUnit > algo.MaxLimit {
-		return nil, tableOrErr{}, status.Errorf(codes.InvalidArgument, "limit override: requests_per_unit %d is more than the most, %d", r.perUnit, algo.MaxLimit)
+		return nil, status.Errorf(codes.InvalidArgument, "limit override: requests_per_unit %d is more than the most, %d", r.perUnit, algo.MaxLimit)
 	}
 	p, err := algo.New(algo.FixedWindow, int64(r.perUnit), r.period, 0)
 	if err != nil {
-		return nil, tableOrErr{}, status.Errorf(codes.InvalidArgument, "limit override: %v", err)
+		return nil, status.Errorf(codes.InvalidArgument, "limit override: %v", err)
 	}
 	r.policy = p
-	k := overrideKey{domainName, r.policy}
-	s.omu.Lock()
-	t, ok := s.overrides[k]
-	s.omu.Unlock()
-	if !ok {
-		tt, err := s.store.Table(tableName(domainName), r.policy)
-		t = tableOrErr{tt, err}
-		s.omu.Lock()
-		if len(s.overrides) < maxOverrides && err == nil {
-			s.overrides[k] = t
-		}
-		s.omu.Unlock()
-	}
-	return r, t, nil
+	return r, nil
 }

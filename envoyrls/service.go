@@ -5,13 +5,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/floodgate/floodgate/memstore"
-
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/logthrottle"
+	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -38,18 +38,25 @@ type Service struct {
 	cur   atomic.Pointer[bound]
 
 	omu       sync.Mutex
-	overrides map[overrideKey]tableOrErr // tables of the limits requests carry
+	overrides map[overrideKey]*floodgate.Limiter // the limits requests carry
 
 	ok, over, shadow, unknown, errs atomic.Uint64
 
 	errLogs logthrottle.Throttle // one store failure line a second
 }
 
-// bound is a Config with the store tables of its rules.
+// bound is a Config with the limiters of its rules.
 type bound struct {
-	cfg    *Config      // never nil
-	given  bool         // cfg was given, not made for nil
-	tables []tableOrErr // by rule id
+	cfg      *Config   // never nil
+	given    bool      // cfg was given, not made for nil
+	limiters []limiter // by rule id
+}
+
+// A limiter is a rule's floodgate.Limiter, or the error that the store
+// refused its table with.
+type limiter struct {
+	l   *floodgate.Limiter
+	err error
 }
 
 type overrideKey struct {
@@ -57,13 +64,8 @@ type overrideKey struct {
 	policy algo.Policy
 }
 
-type tableOrErr struct {
-	t   store.Table
-	err error
-}
-
-// maxOverrides bounds the tables remembered for the limits that requests
-// carry (RateLimitDescriptor.limit); past it, the store is asked each time.
+// maxOverrides bounds the limiters remembered for the limits that requests
+// carry (RateLimitDescriptor.limit); past it, one is made for each request.
 const maxOverrides = 1024
 
 // NewService returns a service deciding with cfg (nil: no domain, every
@@ -82,7 +84,7 @@ func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 	if st == nil {
 		st = memstore.New(0)
 	}
-	s := &Service{store: st, opts: o, overrides: make(map[overrideKey]tableOrErr)}
+	s := &Service{store: st, opts: o, overrides: make(map[overrideKey]*floodgate.Limiter)}
 	s.cur.Store(s.bind(cfg))
 	return s
 }
@@ -103,24 +105,33 @@ func (s *Service) SetConfig(cfg *Config) {
 	s.opts.log.Info("envoyrls: configuration set", "domains", len(b.cfg.domains), "rules", len(b.cfg.rules))
 }
 
+// bind makes the limiter of each of cfg's rules that has a policy.
 func (s *Service) bind(cfg *Config) *bound {
 	given := cfg != nil
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	b := &bound{cfg: cfg, given: given, tables: make([]tableOrErr, len(cfg.rules))}
+	b := &bound{cfg: cfg, given: given, limiters: make([]limiter, len(cfg.rules))}
 	for _, r := range cfg.rules {
 		if r.policy.IsZero() {
 			continue
 		}
-		t, err := s.store.Table(tableName(r.domain), r.policy)
+		l, err := s.newLimiter(r.domain, r.policy, r.shadow)
 		if err != nil {
 			err = fmt.Errorf("envoyrls: rule %s (%s:%d): %w", r.path, r.file, r.line, err)
 			s.opts.log.Error("envoyrls: the store refused a rule's table", "err", err)
 		}
-		b.tables[r.id] = tableOrErr{t, err}
+		b.limiters[r.id] = limiter{l, err}
 	}
 	return b
+}
+
+// newLimiter returns the limiter of a limit of the domain with policy p,
+// on the service's store, in its domain's table; shadow mode (the rule's,
+// or the whole service's) is the limiter's dry run.
+func (s *Service) newLimiter(domainName string, p algo.Policy, shadow bool) (*floodgate.Limiter, error) {
+	return floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithName(tableName(domainName)),
+		floodgate.WithDryRun(shadow || s.opts.shadow))
 }
 
 func tableName(domain string) string { return "envoyrls/" + domain }
@@ -160,7 +171,8 @@ type Stats struct {
 	OverLimit uint64 // requests answered with overall code OVER_LIMIT
 	// Shadow counts the requests answered OK that would have been
 	// OVER_LIMIT without shadow mode (a rule's shadow_mode, or
-	// WithShadowMode).
+	// WithShadowMode): those with a descriptor whose limiter's decision
+	// was a dry run's denial (floodgate.Decision.DryRun).
 	Shadow uint64
 	// UnknownDomain counts the requests for a domain the configuration
 	// does not have, answered OK with no limit.
