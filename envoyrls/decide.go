@@ -6,7 +6,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate/floodgate"
@@ -234,12 +233,14 @@ func saturate(ctx context.Context, ds []desc, batch []int, at time.Time) error {
 	return nil
 }
 
-// status is a decided descriptor's status. Shadow mode answers OK for an
-// over descriptor of a rule in shadow_mode, and OVER_LIMIT for the others,
-// which WithShadowMode lets through with the overall code alone.
-func (d *desc) status(now int64) *rlsv3.RateLimitResponse_DescriptorStatus {
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: d.r.current(),
-		DurationUntilReset: d.untilReset(now)}
+// status sets m to a decided descriptor's status, and returns it. Shadow
+// mode answers OK for an over descriptor of a rule in shadow_mode, and
+// OVER_LIMIT for the others, which WithShadowMode lets through with the
+// overall code alone.
+func (d *desc) status(now int64, m *messages) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &m.status
+	st.Code, st.CurrentLimit = rlsv3.RateLimitResponse_OK, d.r.current(&m.limit)
+	m.reset.Seconds, st.DurationUntilReset = d.untilReset(now), &m.reset
 	switch over := d.over(); {
 	case over && !d.r.shadow:
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -249,38 +250,33 @@ func (d *desc) status(now int64) *rlsv3.RateLimitResponse_DescriptorStatus {
 	return st
 }
 
-// untilReset is a decided descriptor's duration_until_reset: for a fixed
-// window (and a limit of 0), upstream's, until the window ends; for
-// floodgate's algorithms, the time until a denied request would be
-// admitted, or else until the limit is back to its initial state.
-func (d *desc) untilReset(now int64) *durationpb.Duration {
+// untilReset is a decided descriptor's duration_until_reset, in seconds:
+// for a fixed window (and a limit of 0), upstream's, until the window
+// ends; for floodgate's algorithms, the time until a denied request would
+// be admitted, or else until the limit is back to its initial state.
+func (d *desc) untilReset(now int64) int64 {
 	switch r := d.r; {
 	case r.upstream || !r.onStore():
 		return windowReset(now, r.period)
 	case d.over() && d.d.RetryAfter != algo.Never:
-		return wholeSeconds(d.d.RetryAfter)
+		return seconds.Ceil(d.d.RetryAfter)
 	}
-	return wholeSeconds(d.d.ResetAfter)
+	// Envoy reads only the seconds (for the X-RateLimit-Reset header),
+	// and 0.2s read as 0 would say the limit has reset already: round up.
+	return seconds.Ceil(d.d.ResetAfter)
 }
 
-// windowReset is upstream's duration_until_reset for a fixed window: the
-// window's length in seconds minus the whole seconds elapsed in it.
-func windowReset(now int64, period time.Duration) *durationpb.Duration {
+// windowReset is upstream's duration_until_reset for a fixed window, in
+// seconds: the window's length minus the whole seconds elapsed in it.
+func windowReset(now int64, period time.Duration) int64 {
 	sec := int64(period / time.Second)
-	nowSec := now / int64(time.Second)
-	return &durationpb.Duration{Seconds: sec - nowSec%sec}
+	return sec - now/int64(time.Second)%sec
 }
 
-// wholeSeconds rounds d up to whole seconds: Envoy reads only the seconds
-// of duration_until_reset (for the X-RateLimit-Reset header), and 0.2s
-// read as 0 would say the limit has reset already.
-func wholeSeconds(d time.Duration) *durationpb.Duration {
-	return &durationpb.Duration{Seconds: seconds.Ceil(d)}
-}
-
-// current is the rule's limit as a status reports it.
-func (r *rule) current() *rlsv3.RateLimitResponse_RateLimit {
-	l := &rlsv3.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.perUnit, Unit: r.unit}
+// current sets l to the rule's limit as a status reports it, and returns
+// it.
+func (r *rule) current(l *rlsv3.RateLimitResponse_RateLimit) *rlsv3.RateLimitResponse_RateLimit {
+	l.Name, l.RequestsPerUnit, l.Unit = r.name, r.perUnit, r.unit
 	if r.multiplier > 1 {
 		l.UnitMultiplier = wrapperspb.UInt32(r.multiplier)
 	}

@@ -9,6 +9,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
@@ -173,25 +174,36 @@ func hits(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64
 	return int64(max(req.GetHitsAddend(), 1))
 }
 
+// messages are the messages of one descriptor's status, which answer
+// allocates for all the descriptors of a request at once.
+type messages struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
+}
+
 // answer makes the response from the descriptors' decisions, reporting
 // each to the observer; or, at the first descriptor in the request's
 // order that has no decision, the error that kept it from one.
 func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now int64) (*rlsv3.RateLimitResponse, error) {
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	msgs := make([]messages, len(ds))
 	for i := range ds {
-		d := &ds[i]
+		d, m := &ds[i], &msgs[i]
 		switch {
 		case d.r == nil:
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			m.status.Code = rlsv3.RateLimitResponse_OK
+			resp.Statuses[i] = &m.status
 		case d.r.unlimited:
 			// Upstream's answer for an unlimited rule: OK, with the most
 			// a uint32 holds remaining, and no limit.
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			m.status.Code, m.status.LimitRemaining = rlsv3.RateLimitResponse_OK, math.MaxUint32
+			resp.Statuses[i] = &m.status
 		case d.err != nil:
 			return nil, s.storeError(ctx, domainName, d.r.path, d.err)
 		default:
-			st := d.status(now)
+			st := d.status(now, m)
 			if s.opts.observer != nil {
 				s.opts.observer(ctx, Outcome{Domain: domainName, Rule: d.r.path, Name: d.r.name, Policy: d.r.policy, Hits: d.n, Over: d.over(), Code: st.Code})
 			}
