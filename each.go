@@ -29,7 +29,7 @@ func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []erro
 // a caller that reads its clock once and decides several batches at that
 // instant (package envoyrls decides a request's descriptors, then spends
 // what is left of the windows they went over). A time that AllowAt
-// refuses fails every check, with an error wrapping ErrInvalidTime, and
+// refuses fails every check, with an error wrapping algo.ErrInvalidTime, and
 // decides nothing.
 func AllowEachAt(ctx context.Context, t time.Time, checks ...Check) (ds []Decision, errs []error) {
 	ns, err := unixNano(t)
