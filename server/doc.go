@@ -1,7 +1,7 @@
 // Package server is floodgate's rate-limit service, the engine of
 // `floodgate serve`: rate limits for programs in any language and for
-// proxies, decided on one floodgate Store (this process's memory, a file,
-// Redis or a Redis Cluster) by every algorithm of the core.
+// proxies, decided on one store (a store.Store: this process's memory, a
+// file, Redis or a Redis Cluster) by every algorithm of the core.
 //
 // # The model
 //

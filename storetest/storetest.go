@@ -1,8 +1,9 @@
-// Package storetest is the conformance suite of floodgate's Store
-// contract, like testing/slogtest for slog handlers: every store (memory,
-// file, Redis) runs it and so proves that it decides exactly as package
-// algo does, for every operation, under concurrency. Each failure names
-// the rule it broke.
+// Package storetest is the conformance suite of the store contract
+// (package store), like testing/slogtest for slog handlers: every store
+// (memory, file, Redis, and the failsafe wrapper) runs it and so proves
+// that it decides exactly as package algo does, for every operation,
+// under concurrency, and that a caller who leaves early never races with
+// the store. Each failure names the rule it broke.
 //
 // A store's test calls Run with a function that makes a new, empty store:
 //
@@ -11,7 +12,9 @@
 //	}
 //
 // The golden vectors (Vectors) are shared with differential tests that
-// need a fixed, checked trace.
+// need a fixed, checked trace; Differential and Traces compare a store
+// with the memory store on random traces; Flaky is a store that fails on
+// demand, for the tests of what stands in front of a store.
 package storetest
 
 import (

@@ -1,4 +1,4 @@
-// Package storeurl opens a floodgate Store named by a URL, the form the
+// Package storeurl opens a store (a store.Store) named by a URL, the form the
 // floodgate command's --store flag and configuration files take:
 //
 //	memory                                   this process's memory (the default)
