@@ -58,6 +58,14 @@ func (p *Policy) Decide(s *State, now, n int64) (Decision, error) {
 // above the burst is not an error here: Decide denies it. Stores call it to
 // refuse bad input before they change anything.
 func (p *Policy) CheckEvent(now, n int64) error {
+	if p.alg != 0 && uint64(now) <= MaxTime && n >= 0 {
+		return nil // the common case, inlined into Decide
+	}
+	return p.eventError(now, n)
+}
+
+// eventError is CheckEvent's error.
+func (p *Policy) eventError(now, n int64) error {
 	switch {
 	case p.alg == 0:
 		return fmt.Errorf("%w: the zero Policy", ErrInvalidPolicy)
