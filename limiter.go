@@ -185,8 +185,8 @@ func (l *Limiter) report(ad algo.Decision) Decision {
 }
 
 // denial is decision for a denial or an error.
-func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
-	d := l.report(ad)
+func (l *Limiter) denial(ad algo.Decision, err error) (d Decision, _ error) {
+	d = l.report(ad)
 	switch {
 	case d.Allowed: // admitted, with an error: not from a conforming store
 		return d, err
