@@ -2,7 +2,6 @@ package filestore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/floodgate/floodgate/algo"
@@ -10,10 +9,6 @@ import (
 	"github.com/floodgate/floodgate/store"
 	bolt "go.etcd.io/bbolt"
 )
-
-// sweepKeys is how many keys each write transaction looks at, besides its
-// own, to delete those that have drained.
-const sweepKeys = 32
 
 // txn is the work of one read-write transaction: the calls' ops carried
 // out on the keys' states in memory, then the changed states written.
@@ -173,112 +168,6 @@ func (x *txn) write() (dirty bool, err error) {
 	return dirty, x.dropEmpty(emptied)
 }
 
-// dropEmpty deletes those of buckets that hold no key.
-func (x *txn) dropEmpty(buckets [][]byte) error {
-	for _, name := range buckets {
-		b := x.tx.Bucket(name)
-		if b == nil {
-			continue
-		}
-		if k, _ := b.Cursor().First(); k != nil {
-			continue
-		}
-		if err := x.tx.DeleteBucket(name); err != nil {
-			return fmt.Errorf("deleting the empty table %q: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// sweep looks at up to n keys of the file, from where the last sweep
-// stopped (kept in the file), and deletes those drained as of the
-// transaction's latest time, other than the keys of this transaction. Such
-// a key would decide as a missing one does, so this changes no decision.
-func (x *txn) sweep(n int) error {
-	if !x.seen {
-		return nil
-	}
-	meta, err := x.tx.CreateBucketIfNotExists(metaBucket)
-	if err != nil {
-		return fmt.Errorf("creating the bucket %q: %w", metaBucket, err)
-	}
-	startBucket, startKey := decodeCursor(meta.Get(sweepCursor))
-	type del struct{ bucket, key []byte }
-	var dels []del
-	var emptied [][]byte
-	root := x.tx.Cursor()
-	name, _ := root.Seek(startBucket)
-	var from []byte // where to start in bucket name; nil for its first key
-	if bytes.Equal(name, startBucket) {
-		from = startKey
-	}
-	// After the last table, the sweep goes on from the first, up to the
-	// one it started in.
-	wrapped := len(startBucket) == 0
-	for n > 0 {
-		if name == nil {
-			if wrapped {
-				break
-			}
-			wrapped = true
-			name, _ = root.First()
-			continue
-		}
-		if wrapped && len(startBucket) > 0 && bytes.Compare(name, startBucket) >= 0 {
-			break
-		}
-		p := x.store.policyOf(name)
-		b := x.tx.Bucket(name)
-		if p == nil || b == nil {
-			n--
-			name, _ = root.Next()
-			continue
-		}
-		c := b.Cursor()
-		k, v := c.First()
-		if from != nil {
-			k, v = c.Seek(from)
-		}
-		deleted := false
-		for ; k != nil && n > 0; k, v = c.Next() {
-			n--
-			if v == nil || x.has(name, k) {
-				continue // a nested bucket (not the store's), or a key of this transaction
-			}
-			var s algo.State
-			if s.UnmarshalBinary(v) != nil || v[1] != byte(p.Algorithm()) {
-				continue // not the store's: left for a caller of its key to find
-			}
-			if p.ResetAt(&s) <= x.latest {
-				dels = append(dels, del{bytes.Clone(name), bytes.Clone(k)})
-				deleted = true
-			}
-		}
-		if deleted {
-			emptied = append(emptied, bytes.Clone(name))
-		}
-		if k != nil {
-			from = k
-			break
-		}
-		name, _ = root.Next()
-		from = nil
-	}
-	next := encodeCursor(name, from) // a copy, as Put needs
-	for _, d := range dels {
-		if err := x.tx.Bucket(d.bucket).Delete(d.key); err != nil {
-			return fmt.Errorf("deleting the drained key %q of table %q: %w", d.key, d.bucket, err)
-		}
-	}
-	if err := x.dropEmpty(emptied); err != nil {
-		return err
-	}
-	if err := meta.Put(sweepCursor, next); err != nil {
-		return fmt.Errorf("writing the sweep's position: %w", err)
-	}
-	return nil
-}
-
 // has reports whether key of the bucket named bucket is one of the
 // transaction's.
 func (x *txn) has(bucket, key []byte) bool {
@@ -321,20 +210,19 @@ func (s *Store) policyOf(name []byte) *algo.Policy {
 // maxPolicies bounds the bucket names whose policies a Store remembers.
 const maxPolicies = 1024
 
-// sweepCursor is the key, in metaBucket, of where the next sweep starts:
-// the bucket's name, after its length as a uvarint, then the key.
-var sweepCursor = []byte("sweep")
-
-func encodeCursor(bucket, key []byte) []byte {
-	b := binary.AppendUvarint(nil, uint64(len(bucket)))
-	return append(append(b, bucket...), key...)
-}
-
-// decodeCursor reads encodeCursor's bytes; anything else means the start.
-func decodeCursor(b []byte) (bucket, key []byte) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 || n > uint64(len(b)-w) {
-		return nil, nil
+// dropEmpty deletes those of buckets that hold no key.
+func (x *txn) dropEmpty(buckets [][]byte) error {
+	for _, name := range buckets {
+		b := x.tx.Bucket(name)
+		if b == nil {
+			continue
+		}
+		if k, _ := b.Cursor().First(); k != nil {
+			continue
+		}
+		if err := x.tx.DeleteBucket(name); err != nil {
+			return fmt.Errorf("deleting the empty table %q: %w", name, err)
+		}
 	}
-	return b[w : w+int(n)], b[w+int(n):]
+	return nil
 }

@@ -1,0 +1,174 @@
+package filestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/floodgate/floodgate/algo"
+	bolt "go.etcd.io/bbolt"
+)
+
+// sweepKeys is how many keys each write transaction looks at, besides its
+// own, to delete those that have drained.
+const sweepKeys = 32
+
+// sweep looks at up to n keys of the file, from where the last sweep
+// stopped (kept in the file), and deletes those drained as of the
+// transaction's latest time, other than the keys of this transaction. Such
+// a key would decide as a missing one does, so this changes no decision.
+func (x *txn) sweep(n int) error {
+	if !x.seen {
+		return nil
+	}
+	meta, err := x.tx.CreateBucketIfNotExists(metaBucket)
+	if err != nil {
+		return fmt.Errorf("creating the bucket %q: %w", metaBucket, err)
+	}
+	w := x.startSweep(meta.Get(sweepCursor))
+	w.walk(n)
+	return w.finish(meta)
+}
+
+// sweepWalk is one sweep's way through the tables: where it is (a table's
+// name and the key to start from in it, nil for its first), and the
+// drained keys it found.
+type sweepWalk struct {
+	x          *txn
+	root       *bolt.Cursor
+	start      []byte // the table the walk started in; nil for the first
+	name, from []byte
+	wrapped    bool // past the last table, the walk went on from the first
+	dels       []sweptKey
+	emptied    [][]byte // tables that lost keys, to drop if now empty
+}
+
+type sweptKey struct{ bucket, key []byte }
+
+// startSweep starts a walk where the cursor stored in the file says.
+func (x *txn) startSweep(cursor []byte) *sweepWalk {
+	w := &sweepWalk{x: x, root: x.tx.Cursor()}
+	var startKey []byte
+	w.start, startKey = decodeCursor(cursor)
+	w.name, _ = w.root.Seek(w.start)
+	if bytes.Equal(w.name, w.start) {
+		w.from = startKey
+	}
+	w.wrapped = len(w.start) == 0
+	return w
+}
+
+// walk looks at up to n keys, table after table, and collects the drained
+// ones; it stops in the middle of a table when n runs out.
+func (w *sweepWalk) walk(n int) {
+	for n > 0 && w.table() {
+		p, b := w.x.store.policyOf(w.name), w.x.tx.Bucket(w.name)
+		if p == nil || b == nil {
+			n-- // not a table of the store
+			w.next()
+			continue
+		}
+		var k []byte
+		if k, n = w.scan(b, p, n); k != nil {
+			w.from = k
+			return
+		}
+		w.next()
+	}
+}
+
+// table reports whether the walk is at a table to look at: it goes on
+// from the first table after the last one, once, and ends where it
+// started.
+func (w *sweepWalk) table() bool {
+	if w.name == nil {
+		if w.wrapped {
+			return false
+		}
+		w.wrapped = true
+		if w.name, _ = w.root.First(); w.name == nil {
+			return false
+		}
+	}
+	return !w.wrapped || len(w.start) == 0 || bytes.Compare(w.name, w.start) < 0
+}
+
+// next moves the walk to the first key of the next table.
+func (w *sweepWalk) next() {
+	w.name, _ = w.root.Next()
+	w.from = nil
+}
+
+// scan looks at up to n keys of table b, whose policy is p, from w.from,
+// collecting the drained ones. It returns the key it stopped at (nil at
+// the table's end) and how many keys it may still look at.
+func (w *sweepWalk) scan(b *bolt.Bucket, p *algo.Policy, n int) ([]byte, int) {
+	c := b.Cursor()
+	k, v := c.First()
+	if w.from != nil {
+		k, v = c.Seek(w.from)
+	}
+	deleted := false
+	for ; k != nil && n > 0; k, v = c.Next() {
+		n--
+		if w.drained(p, k, v) {
+			w.dels = append(w.dels, sweptKey{bytes.Clone(w.name), bytes.Clone(k)})
+			deleted = true
+		}
+	}
+	if deleted {
+		w.emptied = append(w.emptied, bytes.Clone(w.name))
+	}
+	return k, n
+}
+
+// drained reports whether key k, with value v, of the table the walk is
+// in has drained as of the transaction's latest time. A nested bucket (not
+// the store's), a key of this transaction and a value that is not the
+// store's are left alone: a caller of its key will find them.
+func (w *sweepWalk) drained(p *algo.Policy, k, v []byte) bool {
+	if v == nil || w.x.has(w.name, k) {
+		return false
+	}
+	var s algo.State
+	if s.UnmarshalBinary(v) != nil || v[1] != byte(p.Algorithm()) {
+		return false
+	}
+	return p.ResetAt(&s) <= w.x.latest
+}
+
+// finish deletes the drained keys the walk found, drops the tables they
+// emptied, and stores where the next sweep starts.
+func (w *sweepWalk) finish(meta *bolt.Bucket) error {
+	next := encodeCursor(w.name, w.from) // a copy, as Put needs
+	for _, d := range w.dels {
+		if err := w.x.tx.Bucket(d.bucket).Delete(d.key); err != nil {
+			return fmt.Errorf("deleting the drained key %q of table %q: %w", d.key, d.bucket, err)
+		}
+	}
+	if err := w.x.dropEmpty(w.emptied); err != nil {
+		return err
+	}
+	if err := meta.Put(sweepCursor, next); err != nil {
+		return fmt.Errorf("writing the sweep's position: %w", err)
+	}
+	return nil
+}
+
+// sweepCursor is the key, in metaBucket, of where the next sweep starts:
+// the bucket's name, after its length as a uvarint, then the key.
+var sweepCursor = []byte("sweep")
+
+func encodeCursor(bucket, key []byte) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(bucket)))
+	return append(append(b, bucket...), key...)
+}
+
+// decodeCursor reads encodeCursor's bytes; anything else means the start.
+func decodeCursor(b []byte) (bucket, key []byte) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil
+	}
+	return b[w : w+int(n)], b[w+int(n):]
+}
