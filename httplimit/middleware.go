@@ -177,42 +177,63 @@ func newMiddleware(limits []Limit, opts []Option, single bool) *Middleware {
 		if lc.Limiter == nil {
 			panic("httplimit: limit " + strconv.Itoa(i) + " has a nil Limiter")
 		}
-		lim := limit{l: lc.Limiter, key: lc.Key, cost: lc.Cost, n: 1}
-		if lc.Cost == nil {
-			lim.cost, lim.n = c.cost, c.n
-		}
-		name := lc.Name
-		if single && c.name != "" {
-			name = c.name
-		}
-		if name == "" {
-			name = lc.Limiter.Name()
-			if name == lc.Limiter.Policy().String() {
-				name = "default"
-			}
-		}
-		for k, base := 2, name; taken[name]; k++ {
-			name = base + "-" + strconv.Itoa(k)
-		}
-		taken[name] = true
-		lim.name, lim.sfName = name, sfString(name)
-		jn, _ := json.Marshal(name)
-		lim.jsonName = string(jn)
-		q, w := quotaWindow(lc.Limiter.Policy())
-		lim.quotaText = strconv.FormatInt(q, 10)
-		item := lim.sfName + ";q=" + lim.quotaText + ";w=" + strconv.FormatInt(w, 10)
-		unit := lc.Unit
-		if unit == "" {
-			unit = c.unit
-		}
-		if unit != "" && unit != "requests" {
-			item += ";qu=" + sfString(unit)
-		}
-		policy = append(policy, item)
+		lim := newLimit(lc, &c, limitName(lc, &c, single, taken))
+		policy = append(policy, lim.policyItem(lc, &c))
 		m.limits = append(m.limits, lim)
 	}
 	m.policyField = strings.Join(policy, ", ")
 	return m
+}
+
+// newLimit is lc as the middleware keeps it, named name, with the
+// options' cost when lc has none.
+func newLimit(lc Limit, c *config, name string) limit {
+	lim := limit{l: lc.Limiter, key: lc.Key, cost: lc.Cost, n: 1}
+	if lc.Cost == nil {
+		lim.cost, lim.n = c.cost, c.n
+	}
+	lim.name, lim.sfName = name, sfString(name)
+	jn, _ := json.Marshal(name)
+	lim.jsonName = string(jn)
+	q, _ := quotaWindow(lc.Limiter.Policy())
+	lim.quotaText = strconv.FormatInt(q, 10)
+	return lim
+}
+
+// limitName names lc: its Name, WithName's for New, else the limiter's
+// name, or "default" for a limiter named by its policy; a name taken by
+// an earlier limit gets "-2", "-3"... It marks the name taken.
+func limitName(lc Limit, c *config, single bool, taken map[string]bool) string {
+	name := lc.Name
+	if single && c.name != "" {
+		name = c.name
+	}
+	if name == "" {
+		name = lc.Limiter.Name()
+		if name == lc.Limiter.Policy().String() {
+			name = "default"
+		}
+	}
+	for k, base := 2, name; taken[name]; k++ {
+		name = base + "-" + strconv.Itoa(k)
+	}
+	taken[name] = true
+	return name
+}
+
+// policyItem is the limit's item of the RateLimit-Policy field:
+// "NAME;q=QUOTA;w=WINDOW", and ";qu=UNIT" for a unit other than requests.
+func (lim *limit) policyItem(lc Limit, c *config) string {
+	_, w := quotaWindow(lc.Limiter.Policy())
+	item := lim.sfName + ";q=" + lim.quotaText + ";w=" + strconv.FormatInt(w, 10)
+	unit := lc.Unit
+	if unit == "" {
+		unit = c.unit
+	}
+	if unit != "" && unit != "requests" {
+		item += ";qu=" + sfString(unit)
+	}
+	return item
 }
 
 // Handler returns next wrapped by the middleware: a
