@@ -46,10 +46,13 @@ type MultiDecision struct {
 // the others, and only reports.
 //
 // A cost above a limit's burst denies the whole request with RetryAfter
-// algo.Never and an error wrapping algo.ErrCostExceedsBurst; other errors
-// (bad input, a broken store) mean nothing was spent. When a store fails
-// but says when to try again (a failsafe store failing closed),
-// RetryAfter and Denied carry that wait and the check it came from.
+// algo.Never and an error wrapping algo.ErrCostExceedsBurst. Any other
+// error admits nothing: bad input spends nothing, and when a store fails,
+// what earlier stores spent is given back, while the failing store's own
+// checks may have been spent if they were on their way (see
+// store.Store.Apply). When a store fails but says when to try again (a
+// failsafe store failing closed), RetryAfter and Denied carry that wait
+// and the check it came from.
 func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 	// md.Allowed is set only once every limit has admitted, so that no
 	// error return can carry an admission.

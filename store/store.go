@@ -21,11 +21,14 @@ type Store interface {
 	// effect, and Apply still sets every op's Result. Later ops see the
 	// effects of earlier ones (two ops on one key add up).
 	//
-	// Apply returns an error, and changes nothing, when it could not carry
-	// the ops out: bad input (see Check), a table of another store
-	// (ErrForeignTable), a context done before the call, a broken store. A
-	// denial is not an error; an op whose cost exceeds its policy's burst
-	// is a denial whose Result.Err wraps algo.ErrCostExceedsBurst.
+	// Apply returns an error, and changes nothing, for bad input (see
+	// Check), a table of another store (ErrForeignTable), a context done
+	// before the call, or a store that could not be reached. A store that
+	// fails while the ops are on their way (a reply from Redis that never
+	// comes) returns its error, and the ops may have taken effect, all or
+	// nothing, as when a context ends then (below). A denial is not an
+	// error; an op whose cost exceeds its policy's burst is a denial
+	// whose Result.Err wraps algo.ErrCostExceedsBurst.
 	//
 	// A context that ends while the ops are on their way (to Redis, to a
 	// file) ends the call at once, with the context's error: ops that
