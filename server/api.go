@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -402,28 +403,41 @@ func (s *Server) listPolicies(w http.ResponseWriter, _ *http.Request, l *live) {
 }
 
 // decodeBody decodes a request's JSON body into v, bounded by the
-// configured size, refusing unknown fields and anything after the object,
-// and returns the problem with it, or "".
+// configured size, and returns the problem with it, or "". It is strict
+// where encoding/json is lenient: the body must be valid UTF-8 (JSON's
+// encoding: a key of invalid bytes would otherwise become U+FFFD, merging
+// distinct keys), and every field must be known, spelt as documented (in
+// lower case) and given once (strictFields); nothing may follow the object.
 func decodeBody(w http.ResponseWriter, r *http.Request, l *live, v any) string {
-	r.Body = http.MaxBytesReader(w, r.Body, l.limits.maxBody)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, l.limits.maxBody))
 	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = terr
-			if err == nil {
+		err = strictBody(body)
+	}
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err = dec.Decode(v); err == nil {
+			_, err = dec.Token()
+			switch err {
+			case io.EOF:
+				return ""
+			case nil:
 				return "malformed JSON: more after the request's object"
 			}
 		}
 	}
-	if err == nil {
-		return ""
-	}
+	return bodyProblem(err)
+}
+
+// bodyProblem says what is wrong with a body that decodeBody refused.
+func bodyProblem(err error) string {
 	var mbe *http.MaxBytesError
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
+	var fe fieldError
 	switch {
+	case errors.As(err, &fe):
+		return string(fe)
 	case errors.As(err, &mbe):
 		return fmt.Sprintf("request body larger than %d bytes", mbe.Limit)
 	case errors.Is(err, io.EOF):

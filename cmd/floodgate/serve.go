@@ -67,9 +67,10 @@ HTTP API (JSON bodies; times in seconds, with up to 9 decimals):
   POST /json      Envoy's rate-limit request in JSON (with --envoy-config)
 
   A refusal is a 200 with "allowed":false. Errors are {"error":"..."}:
-  400 for a malformed body, an unknown field or policy, a bad cost (not a
-  whole number, negative, above the policy's burst), a missing or too long
-  key, too many checks or too big a body; 401 without a valid bearer token
+  400 for a malformed body (JSON in UTF-8, each field once, in lower
+  case), an unknown field or policy, a bad cost (not a whole number,
+  negative, above the policy's burst), a missing or too long key, too
+  many checks or too big a body; 401 without a valid bearer token
   when the configuration has tokens (Authorization: Bearer TOKEN); 503 with
   Retry-After when the store fails (fail-closed by default).
 
