@@ -63,7 +63,7 @@ func allowEach(ctx context.Context, checks []Check, now func(*Limiter) int64) (d
 		}
 		if _, local := c.Limiter.store.(store.Local); local {
 			// A batch saves a store in memory nothing: the fast path.
-			d, err := c.Limiter.decide(ctx, c.Key, now(c.Limiter), c.N)
+			d, err := c.Limiter.decide(ctx, c.Key, now(c.Limiter), c.cost())
 			if ds[i] = d; err != nil {
 				fail(i, err)
 			}

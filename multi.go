@@ -9,11 +9,28 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// Check is one limit of AllowAll: Limiter's policy applied to Key at cost N.
+// Check is one limit of AllowAll and AllowEach: Limiter's policy applied
+// to Key at cost N.
 type Check struct {
 	Limiter *Limiter
 	Key     string
-	N       int64
+	// N is the units the request costs; 0 means 1, as for Allow, so that
+	// a Check left without one spends like a request rather than peeking.
+	N int64
+	// Peek, if true, asks without spending anything, whatever N: like
+	// AllowN with a cost of 0.
+	Peek bool
+}
+
+// cost returns the units c spends.
+func (c *Check) cost() int64 {
+	switch {
+	case c.Peek:
+		return 0
+	case c.N == 0:
+		return 1
+	}
+	return c.N
 }
 
 // MultiDecision is the outcome of AllowAll.
@@ -151,7 +168,7 @@ func firstResultErr(groups []*group) error {
 func (md *MultiDecision) decideDryRuns(ctx context.Context, checks []Check) {
 	for i, c := range checks {
 		if c.Limiter.dryRun {
-			md.Decisions[i], _ = c.Limiter.AllowN(ctx, c.Key, c.N)
+			md.Decisions[i], _ = c.Limiter.AllowN(ctx, c.Key, c.cost())
 		}
 	}
 }
@@ -161,7 +178,7 @@ func (md *MultiDecision) decideDryRuns(ctx context.Context, checks []Check) {
 // checks left: most calls are on one store.
 func addCheck(groups []*group, checks []Check, i int, now int64) []*group {
 	c := checks[i]
-	op := store.Op{Kind: store.OpDecide, Table: c.Limiter.table, Key: c.Key, Now: now, N: c.N}
+	op := store.Op{Kind: store.OpDecide, Table: c.Limiter.table, Key: c.Key, Now: now, N: c.cost()}
 	for _, g := range groups {
 		if g.store == c.Limiter.store {
 			g.idx, g.ops = append(g.idx, i), append(g.ops, op)

@@ -120,3 +120,23 @@ func TestAllowAllEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckZeroCostSpendsOne: a Check left without N spends one unit, as
+// Allow does; only Peek asks without spending. Before, N 0 was a silent
+// peek: 10 of 10 admitted under 2/min.
+func TestCheckZeroCostSpendsOne(t *testing.T) {
+	lim := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 2/1m"), floodgate.WithClock(newFake())))
+	admitted := 0
+	for range 10 {
+		if md, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: lim, Key: "k"}); err == nil && md.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Fatalf("AllowAll admitted %d of 10 Checks without N under 2/min, want 2", admitted)
+	}
+	ds, errs := floodgate.AllowEach(ctx, floodgate.Check{Limiter: lim, Key: "j"}, floodgate.Check{Limiter: lim, Key: "j", N: 5, Peek: true})
+	if errs != nil || !ds[0].Allowed || ds[0].Remaining != 1 || !ds[1].Allowed || ds[1].Remaining != 1 {
+		t.Fatalf("AllowEach(no N, Peek) = %+v, %v; want one unit spent, then a peek at 1 remaining", ds, errs)
+	}
+}

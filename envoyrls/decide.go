@@ -146,7 +146,7 @@ func decideRound(ctx context.Context, ds []desc, batch []int, at time.Time) erro
 	var few [4]floodgate.Check
 	checks := few[:0]
 	for _, i := range batch {
-		checks = append(checks, floodgate.Check{Limiter: ds[i].l.l, Key: ds[i].key, N: ds[i].n})
+		checks = append(checks, floodgate.Check{Limiter: ds[i].l.l, Key: ds[i].key, N: ds[i].n, Peek: ds[i].n == 0})
 	}
 	var first error
 	allowEachAt(ctx, at, checks, func(j int, dec floodgate.Decision, err error) {

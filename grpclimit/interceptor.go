@@ -321,7 +321,7 @@ func (i *Interceptor) checks(dc *decisionContext, method string, req any) error 
 		if lim.cost != nil {
 			n = lim.cost(dc.Context, method, req)
 		}
-		dc.checks[k] = floodgate.Check{Limiter: lim.l, Key: key, N: n}
+		dc.checks[k] = floodgate.Check{Limiter: lim.l, Key: key, N: n, Peek: n == 0}
 	}
 	return nil
 }

@@ -377,7 +377,7 @@ func (m *Middleware) decideOne(r *http.Request, dc *decisionContext) (keyErr boo
 	}
 	d, err := lim.l.AllowN(dc.Context, key, n)
 	dc.one[0] = d
-	dc.check[0] = floodgate.Check{Limiter: lim.l, Key: key, N: n}
+	dc.check[0] = floodgate.Check{Limiter: lim.l, Key: key, N: n, Peek: n == 0}
 	dc.checks = dc.check[:]
 	dc.md = floodgate.MultiDecision{Allowed: d.Allowed, Denied: -1, Decisions: dc.one[:]}
 	if !d.Allowed {
@@ -410,7 +410,7 @@ func (m *Middleware) decideAll(r *http.Request, dc *decisionContext) (keyErr boo
 		if lim.cost != nil {
 			n = lim.cost(r)
 		}
-		dc.checks[i] = floodgate.Check{Limiter: lim.l, Key: key, N: n}
+		dc.checks[i] = floodgate.Check{Limiter: lim.l, Key: key, N: n, Peek: n == 0}
 	}
 	dc.md, err = floodgate.AllowAll(dc.Context, dc.checks...)
 	return false, err

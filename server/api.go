@@ -196,7 +196,7 @@ func (s *Server) checkOne(w http.ResponseWriter, ctx context.Context, c resolved
 func (s *Server) checkAll(w http.ResponseWriter, ctx context.Context, cs []resolved) {
 	checks := make([]floodgate.Check, len(cs))
 	for i, c := range cs {
-		checks[i] = floodgate.Check{Limiter: c.lim, Key: c.key, N: c.cost}
+		checks[i] = floodgate.Check{Limiter: c.lim, Key: c.key, N: c.cost, Peek: c.cost == 0}
 	}
 	md, err := floodgate.AllowAll(ctx, checks...)
 	if err != nil {
@@ -218,7 +218,7 @@ func (s *Server) checkAll(w http.ResponseWriter, ctx context.Context, cs []resol
 func (s *Server) checkEach(w http.ResponseWriter, ctx context.Context, cs []resolved) {
 	checks := make([]floodgate.Check, len(cs))
 	for i, c := range cs {
-		checks[i] = floodgate.Check{Limiter: c.lim, Key: c.key, N: c.cost}
+		checks[i] = floodgate.Check{Limiter: c.lim, Key: c.key, N: c.cost, Peek: c.cost == 0}
 	}
 	ds, errs := floodgate.AllowEach(ctx, checks...)
 	allowed, retry, denied := true, time.Duration(0), -1

@@ -227,7 +227,7 @@ func (o *checkOptions) decide(st store.Store) (floodgate.MultiDecision, error) {
 		if err != nil {
 			return floodgate.MultiDecision{}, err
 		}
-		checks[i] = floodgate.Check{Limiter: lim, Key: l.key, N: o.cost}
+		checks[i] = floodgate.Check{Limiter: lim, Key: l.key, N: o.cost, Peek: o.cost == 0}
 	}
 	md, err := decideChecks(context.Background(), o.clock, checks, o.wait, o.maxWait)
 	if errors.Is(err, algo.ErrCostExceedsBurst) {
