@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -63,7 +64,9 @@ type MultiDecision struct {
 // the others, and only reports.
 //
 // A cost above a limit's burst denies the whole request with RetryAfter
-// algo.Never and an error wrapping algo.ErrCostExceedsBurst. Any other
+// algo.Never and an error wrapping algo.ErrCostExceedsBurst; so do checks
+// naming one key of one limiter more than once, whose costs are summed
+// (the other checks' Decisions are then the zero Decision: not decided). Any other
 // error admits nothing: bad input spends nothing, and when a store fails,
 // what earlier stores spent is given back, while the failing store's own
 // checks may have been spent if they were on their way (see
@@ -76,6 +79,9 @@ func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
 	md := MultiDecision{Denied: -1, Decisions: make([]Decision, len(checks))}
 	groups, err := groupChecks(checks)
 	if err != nil {
+		return md, err
+	}
+	if err := md.overBurst(checks, groups); err != nil {
 		return md, err
 	}
 	var done []*group // groups that admitted and spent
@@ -116,6 +122,66 @@ func groupChecks(checks []Check) ([]*group, error) {
 		}
 	}
 	return groups, nil
+}
+
+// overBurst denies md when checks name one key of one table more than
+// once, at costs that sum to more than its policy's burst: all or nothing,
+// they could never be admitted together, whatever the wait. It returns an
+// error wrapping algo.ErrCostExceedsBurst, with md denied by the check
+// that went over, at RetryAfter algo.Never; or nil, changing nothing.
+func (md *MultiDecision) overBurst(checks []Check, groups []*group) error {
+	for _, g := range groups {
+		burst := func(j int) int64 { return checks[g.idx[j]].Limiter.policy.Burst() }
+		j, total, times := overBurstOp(g.ops, burst)
+		if j < 0 {
+			continue
+		}
+		for k, c := range checks {
+			md.Decisions[k] = c.Limiter.report(algo.Decision{})
+		}
+		i := g.idx[j]
+		md.Decisions[i].RetryAfter = algo.Never
+		md.Denied, md.RetryAfter = i, algo.Never
+		return fmt.Errorf("floodgate: check %d: key %q is checked %d times under %s, at a total cost of %d: %w (%d)",
+			i, checks[i].Key, times, checks[i].Limiter.policy, total, algo.ErrCostExceedsBurst, burst(j))
+	}
+	return nil
+}
+
+// overBurstOp returns the index of the first of ops that, with the ops
+// before it on the same table and key, costs more than burst(index) in
+// all, with that total and the number of those ops; or -1 when none does.
+// A few ops are compared pairwise; many, through a map.
+func overBurstOp(ops []store.Op, burst func(int) int64) (j int, total int64, times int) {
+	type tableKey struct {
+		t store.Table
+		k string
+	}
+	var sums map[tableKey][2]int64 // total, times
+	if len(ops) > 16 {
+		sums = make(map[tableKey][2]int64, len(ops))
+	}
+	for j := range ops {
+		op := &ops[j]
+		if sums == nil {
+			total, times = op.N, 1
+			for k := range ops[:j] {
+				if ops[k].Key == op.Key && ops[k].Table == op.Table {
+					total, times = total+ops[k].N, times+1
+				}
+			}
+		} else {
+			tk := tableKey{op.Table, op.Key}
+			s := sums[tk]
+			s[0], s[1] = s[0]+op.N, s[1]+1
+			sums[tk] = s
+			total, times = s[0], int(s[1])
+		}
+		if times > 1 && total > burst(j) {
+			return j, total, times
+		}
+	}
+	return -1, 0, 0
 }
 
 // record sets in md the decisions of g's applied ops, as their limiters

@@ -121,6 +121,42 @@ func TestAllowAllEdges(t *testing.T) {
 	}
 }
 
+// TestAllowAllRepeatedKey: checks naming one key of one limiter several
+// times are one request on that key, at the sum of their costs. Above the
+// burst they can never pass together: before the sum, the store answered
+// a finite RetryAfter, forever.
+func TestAllowAllRepeatedKey(t *testing.T) {
+	for _, n := range []int{3, 40} { // pairwise, and through a map
+		fc := newFake()
+		s := memstore.New(0)
+		lim := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 5/1m"), floodgate.WithStore(s), floodgate.WithClock(fc)))
+		other := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1m"), floodgate.WithStore(s), floodgate.WithClock(fc)))
+		checks := make([]floodgate.Check, n)
+		for i := range checks {
+			checks[i] = floodgate.Check{Limiter: other, Key: "k" + string(rune('a'+i%26)) + string(rune('a'+i/26)), N: 1}
+		}
+		checks[n/2] = floodgate.Check{Limiter: lim, Key: "dup", N: 3}
+		checks[n-1] = floodgate.Check{Limiter: lim, Key: "dup", N: 3}
+		for try := range 3 {
+			md, err := floodgate.AllowAll(ctx, checks...)
+			if !errors.Is(err, algo.ErrCostExceedsBurst) || md.Allowed || md.Denied != n-1 || md.RetryAfter != algo.Never {
+				t.Fatalf("%d checks, try %d: %+v, %v; want denied by check %d, Never, ErrCostExceedsBurst", n, try, md, err, n-1)
+			}
+			fc.Advance(time.Hour)
+		}
+		if d := mustAllow(t, lim, "dup", 0); d.Remaining != 5 {
+			t.Fatalf("%d checks: dup %+v: the refused request spent", n, d)
+		}
+		checks[n-1].N = 2 // 3 + 2 = the burst: admitted, spending both
+		if md, err := floodgate.AllowAll(ctx, checks...); err != nil || !md.Allowed {
+			t.Fatalf("%d checks at the burst: %+v, %v", n, md, err)
+		}
+		if d := mustAllow(t, lim, "dup", 0); d.Remaining != 0 {
+			t.Fatalf("%d checks: dup %+v after spending 3 + 2 of 5", n, d)
+		}
+	}
+}
+
 // TestCheckZeroCostSpendsOne: a Check left without N spends one unit, as
 // Allow does; only Peek asks without spending. Before, N 0 was a silent
 // peek: 10 of 10 admitted under 2/min.

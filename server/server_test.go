@@ -232,6 +232,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"checks":[{"policy":"global","key":"k"}],"mode":"some"}`, `mode "some"`},
 		{`{"checks":[{"policy":"global","key":"k"}],"key":"k"}`, "not both"},
 		{`{"checks":{}}`, "field checks: want an array, not object"},
+		{`{"checks":[{"policy":"global","key":"k","cost":3},{"policy":"global","key":"k","cost":3}]}`, `key "k" is checked 2 times`},
 		{`{"policy":"global","key":"` + strings.Repeat("k", 3000) + `"}`, "request body larger than 2048 bytes"},
 	} {
 		a := ts.check(t, c.body)
