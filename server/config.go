@@ -73,6 +73,9 @@ const (
 //	snapshot:                       # the memory store's snapshot
 //	  file: /var/lib/floodgate/snapshot
 //	  interval: 10s                 # and at shutdown; 0: only at shutdown
+//	ops:                            # the operations endpoints (--metrics)
+//	  auth: true                    # /metrics and /debug/pprof want a token of auth
+//	  tls: true                     # served with the certificates of tls
 //
 // Every field may be left out: the zero value of each means its default.
 // Relative file names are relative to the configuration file's directory.
@@ -86,6 +89,7 @@ type Config struct {
 	TLS      TLSConfig         `yaml:"tls"`
 	Store    StoreConfig       `yaml:"store"`
 	Snapshot SnapshotConfig    `yaml:"snapshot"`
+	Ops      OpsConfig         `yaml:"ops"`
 
 	dir string // the configuration file's directory, for relative names
 }
@@ -132,6 +136,16 @@ type StoreConfig struct {
 	// MaxKeys bounds the keys per policy of the memory store; 0 means
 	// memstore.DefaultMaxKeys.
 	MaxKeys int `yaml:"max_keys"`
+}
+
+// OpsConfig protects the operations endpoints (serve's --metrics address):
+// Auth asks the API's bearer tokens (AuthConfig) of /metrics and
+// /debug/pprof, and TLS serves them all with the API's certificates
+// (TLSConfig, client CA included). /healthz and /readyz stay open to
+// probes without a token: they tell only whether the process serves.
+type OpsConfig struct {
+	Auth bool `yaml:"auth"`
+	TLS  bool `yaml:"tls"`
 }
 
 // SnapshotConfig says where and how often the memory store's state is
@@ -259,6 +273,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: tls needs both cert_file and key_file", ErrInvalidConfig)
 	case c.TLS.ClientCAFile != "" && c.TLS.CertFile == "":
 		return fmt.Errorf("%w: tls.client_ca_file needs cert_file and key_file", ErrInvalidConfig)
+	case c.Ops.TLS && c.TLS.CertFile == "":
+		return fmt.Errorf("%w: ops.tls needs the certificates of tls (cert_file and key_file)", ErrInvalidConfig)
 	}
 	if _, err := c.failMode(); err != nil {
 		return err

@@ -43,7 +43,7 @@ func (in *instance) listenOne(name, addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", name, err)
 	}
-	in.log.Info("listening", "api", name, "addr", ln.Addr().String(), "tls", name != "metrics" && in.cfg.TLSEnabled())
+	in.log.Info("listening", "api", name, "addr", ln.Addr().String(), "tls", in.cfg.TLSEnabled() && (name != "metrics" || in.cfg.Ops.TLS))
 	if in.o.Listening != nil {
 		in.o.Listening(name, ln.Addr())
 	}

@@ -23,16 +23,17 @@ var probePolicy = algo.MustParsePolicy("fixed-window 1/1s")
 // readyTimeout bounds /readyz's question to the store.
 const readyTimeout = time.Second
 
-// OpsHandler returns the operations endpoints, without authentication
-// (serve them on a private address):
+// OpsHandler returns the operations endpoints (serve them on a private
+// address; the configuration's ops section adds authentication and TLS):
 //
-//	GET /metrics        Prometheus metrics
+//	GET /metrics        Prometheus metrics (behind ops.auth)
 //	GET /healthz        200 while the process serves
 //	GET /readyz         200 when the store answers a peek, else 503
-//	/debug/pprof/...    the Go profiler (net/http/pprof)
+//	/debug/pprof/...    the Go profiler, with WithPprof (behind ops.auth),
+//	                    but never its cmdline: a command line may hold a secret
 func (s *Server) OpsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", s.opsAuth(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 	})
@@ -43,12 +44,28 @@ func (s *Server) OpsHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if s.pprof {
+		mux.Handle("/debug/pprof/", s.opsAuth(http.HandlerFunc(pprof.Index)))
+		mux.HandleFunc("/debug/pprof/cmdline", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, "the command line is not served: it may hold a secret")
+		})
+		mux.Handle("/debug/pprof/profile", s.opsAuth(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", s.opsAuth(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", s.opsAuth(http.HandlerFunc(pprof.Trace)))
+	}
 	return mux
+}
+
+// opsAuth asks h's requests for a bearer token of the API when the
+// configuration in use has ops.auth.
+func (s *Server) opsAuth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := s.cur.Load()
+		if l.cfg.Ops.Auth && !s.authorized(w, r, l) {
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // readyError is Ready's answer when not ready.

@@ -34,9 +34,12 @@ type Options struct {
 	// GRPCAddr is the address of Envoy's rate-limit service over gRPC,
 	// served only with EnvoyConfigDir; "" means DefaultGRPCAddr.
 	GRPCAddr string
-	// MetricsAddr is the address of /metrics, /healthz, /readyz and
+	// MetricsAddr is the address of the operations endpoints
+	// (OpsHandler): /metrics, /healthz, /readyz and, with Pprof,
 	// /debug/pprof; "" means none.
 	MetricsAddr string
+	// Pprof serves the Go profiler on MetricsAddr (WithPprof).
+	Pprof bool
 	// ConfigFile is the configuration file (see Config); "" means
 	// DefaultConfig.
 	ConfigFile string

@@ -128,6 +128,9 @@ func restartOnly(old, cur *Config) []string {
 	if old.TLSEnabled() != cur.TLSEnabled() {
 		out = append(out, "tls (on or off)")
 	}
+	if old.Ops.TLS != cur.Ops.TLS {
+		out = append(out, "ops.tls")
+	}
 	return out
 }
 

@@ -20,7 +20,9 @@ func (in *instance) serve() {
 	errLog := slog.NewLogLogger(in.log.Handler(), slog.LevelDebug)
 	in.httpSrv = &http.Server{Handler: in.srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
-	in.opsSrv = &http.Server{Handler: in.srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+	// No WriteTimeout: a CPU profile or a trace writes for as long as asked.
+	in.opsSrv = &http.Server{Handler: in.srv.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	if in.envoy != nil {
 		in.grpcSrv = newGRPCServer(in.srv, in.envoy)
 	}
@@ -35,7 +37,13 @@ func (in *instance) serve() {
 		in.serveOne("grpc", func() error { return in.grpcSrv.serve(in.lns.grpc) })
 	}
 	if in.lns.metrics != nil {
-		in.serveOne("metrics", func() error { return in.opsSrv.Serve(in.lns.metrics) })
+		in.serveOne("metrics", func() error {
+			if tc := in.srv.TLSConfig("http/1.1"); tc != nil && in.cfg.Ops.TLS {
+				in.opsSrv.TLSConfig = tc
+				return in.opsSrv.ServeTLS(in.lns.metrics, "", "")
+			}
+			return in.opsSrv.Serve(in.lns.metrics)
+		})
 	}
 }
 

@@ -32,6 +32,7 @@ type Server struct {
 	token   string // from the environment, when the configuration names no token file
 	metrics *metrics
 	envoy   http.Handler    // Envoy's POST /json, or nil
+	pprof   bool            // OpsHandler serves /debug/pprof/ (WithPprof)
 	local   *memstore.Store // the failsafe store's local store, for metrics, or nil
 
 	cur   atomic.Pointer[live]
@@ -68,6 +69,11 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(s *Server) { s.l
 // WithToken sets the bearer token that requests must carry when the
 // configuration names no token file; "" (the default) means none.
 func WithToken(token string) Option { return optionFunc(func(s *Server) { s.token = token }) }
+
+// WithPprof serves the Go profiler (net/http/pprof) under /debug/pprof/ in
+// OpsHandler; without it there is none. Its /debug/pprof/cmdline is never
+// served: a command line may hold a secret, such as a store's password.
+func WithPprof() Option { return optionFunc(func(s *Server) { s.pprof = true }) }
 
 // WithEnvoyJSON serves h, the Envoy rate-limit service's JSON form, at
 // POST /json, behind the same authentication as the API.
@@ -128,6 +134,9 @@ func (s *Server) SetConfig(cfg *Config) error {
 	tokens, err := cfg.readTokens(s.token)
 	if err != nil {
 		return err
+	}
+	if cfg.Ops.Auth && len(tokens) == 0 {
+		return fmt.Errorf("%w: ops.auth needs a token: auth.token_file, or $FLOODGATE_TOKEN", ErrInvalidConfig)
 	}
 	st, err := cfg.readTLS()
 	if err != nil {

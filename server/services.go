@@ -17,6 +17,9 @@ func (in *instance) buildServices() error {
 		}
 		opts = append(opts, WithEnvoyJSON(in.envoy.JSONHandler()))
 	}
+	if in.o.Pprof {
+		opts = append(opts, WithPprof())
+	}
 	srv, err := New(in.store, in.cfg, opts...)
 	if err != nil {
 		return err

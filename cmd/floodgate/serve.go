@@ -74,7 +74,7 @@ HTTP API (JSON bodies; times in seconds, with up to 9 decimals):
   when the configuration has tokens (Authorization: Bearer TOKEN); 503 with
   Retry-After when the store fails (fail-closed by default).
 
-Operations (on --metrics, without authentication: keep it private):
+Operations (on --metrics; keep it private, or set ops.auth and ops.tls):
   GET /metrics    floodgate_decisions_total{policy,result},
                   floodgate_request_duration_seconds{api,endpoint},
                   floodgate_requests_total{api,endpoint,code},
@@ -88,7 +88,8 @@ Operations (on --metrics, without authentication: keep it private):
   GET /healthz    200 while the process runs
   GET /readyz     200 when the store answers a peek, 503 otherwise and
                   while shutting down
-  /debug/pprof/   the Go profiler
+  /debug/pprof/   the Go profiler, only with --pprof (never its cmdline,
+                  which may hold a secret)
 
 Flags (each also read from the environment variable named after it, such
 as FLOODGATE_STORE; a flag given wins):
@@ -103,6 +104,7 @@ as FLOODGATE_STORE; a flag given wins):
                         --envoy-config (default 127.0.0.1:8081)
   --metrics ADDR        metrics, health and pprof (default 127.0.0.1:6070;
                         off for none)
+  --pprof               serve the Go profiler on --metrics (default off)
   --config FILE         floodgate's configuration (YAML): policies, limits,
                         auth, TLS, store failure mode, snapshot; see below
   --envoy-config DIR    envoyproxy/ratelimit's configuration directory:
@@ -138,6 +140,9 @@ Configuration file (every part optional; relative paths are relative to it):
   store: {fail_mode: closed, timeout: 100ms, max_keys: 1048576}
                                      # timeout: per call; 1s for file:
   snapshot: {file: /var/lib/floodgate/snapshot, interval: 10s}
+  ops: {auth: true, tls: true}       # /metrics and pprof want a token of
+                                     # auth; --metrics serves with tls's
+                                     # certificates (/healthz, /readyz open)
 A reload applies policies, limits, auth and certificates; an invalid file
 is refused (logged, counted) and the previous configuration keeps serving.
 `
@@ -147,7 +152,7 @@ var serveEnv = map[string]string{
 	"store": "FLOODGATE_STORE", "http": "FLOODGATE_HTTP", "grpc": "FLOODGATE_GRPC", "metrics": "FLOODGATE_METRICS",
 	"config": "FLOODGATE_CONFIG", "envoy-config": "FLOODGATE_ENVOY_CONFIG", "envoy-shadow-mode": "FLOODGATE_ENVOY_SHADOW_MODE",
 	"snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
-	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
+	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "pprof": "FLOODGATE_PPROF", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
 	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
 }
 
@@ -158,6 +163,7 @@ type serveOptions struct {
 	httpAddr        string          // --http
 	grpcAddr        string          // --grpc
 	metricsAddr     string          // --metrics; "off" for none
+	pprof           bool            // --pprof
 	configFile      string          // --config
 	envoyDir        string          // --envoy-config
 	envoyShadow     bool            // --envoy-shadow-mode
@@ -210,6 +216,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.StringVar(&o.httpAddr, "http", server.DefaultHTTPAddr, "")
 	fs.StringVar(&o.grpcAddr, "grpc", server.DefaultGRPCAddr, "")
 	fs.StringVar(&o.metricsAddr, "metrics", server.DefaultMetricsAddr, "")
+	fs.BoolVar(&o.pprof, "pprof", false, "")
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.StringVar(&o.envoyDir, "envoy-config", "", "")
 	fs.BoolVar(&o.envoyShadow, "envoy-shadow-mode", false, "")
@@ -282,7 +289,7 @@ func (o *serveOptions) logger(w io.Writer) *slog.Logger {
 // log. The default snapshot is serve.snapshot in the state directory.
 func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
 	so := server.Options{
-		Store: o.storeURL, HTTPAddr: o.httpAddr, GRPCAddr: o.grpcAddr, MetricsAddr: o.metricsAddr,
+		Store: o.storeURL, HTTPAddr: o.httpAddr, GRPCAddr: o.grpcAddr, MetricsAddr: o.metricsAddr, Pprof: o.pprof,
 		ConfigFile: o.configFile, EnvoyConfigDir: o.envoyDir, EnvoyShadowMode: o.envoyShadow,
 		SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
 		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
