@@ -502,8 +502,7 @@ func TestCost(t *testing.T) {
 	})
 	t.Run("bytes", func(t *testing.T) {
 		l, _ := newLimiter(t, "fixed-window 1000/1m")
-		m := New(l, WithCostFunc(func(r *http.Request) int64 { return max(r.ContentLength, 0) }),
-			WithQuotaUnit("content-bytes"))
+		m := New(l, WithCostFunc(BodyBytes(1000)), WithQuotaUnit("content-bytes"))
 		srv := server(t, m.Handler(ok))
 		post := func(n int) result {
 			resp, err := http.Post(srv.URL, "text/plain", strings.NewReader(strings.Repeat("x", n)))
@@ -734,5 +733,48 @@ func TestNewPanics(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// A chunked body (no Content-Length) costs its bytes with BodyBytes, and
+// reaches the handler whole. Before, the documented cost function, the
+// Content-Length, made every chunked upload free.
+func TestBodyBytesChunked(t *testing.T) {
+	l, _ := newLimiter(t, "fixed-window 1000/1m")
+	m := New(l, WithCostFunc(BodyBytes(1000)), WithQuotaUnit("content-bytes"))
+	srv := server(t, m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, n)
+	})))
+	post := func(n int) (int, string) {
+		t.Helper()
+		// A reader of unknown length: the client sends it chunked.
+		body := io.MultiReader(strings.NewReader(strings.Repeat("x", n)))
+		resp, err := http.Post(srv.URL, "text/plain", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, got := post(600); code != 200 || got != "600" {
+		t.Fatalf("600 chunked bytes: %d %q, want 200 and the whole body", code, got)
+	}
+	if code, _ := post(500); code != 429 {
+		t.Errorf("500 chunked bytes over 400 left: %d, want 429", code)
+	}
+	if code, got := post(400); code != 200 || got != "400" {
+		t.Errorf("400 chunked bytes: %d %q", code, got)
+	}
+	l2, _ := newLimiter(t, "fixed-window 1000/1m")
+	big := server(t, New(l2, WithCostFunc(BodyBytes(1000))).Handler(ok))
+	resp, err := http.Post(big.URL, "text/plain", io.MultiReader(strings.NewReader(strings.Repeat("x", 5000))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "" {
+		t.Errorf("5000 chunked bytes over a burst of 1000: %d Retry-After %q, want 429 for good", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }

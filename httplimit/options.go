@@ -46,8 +46,9 @@ func WithCost(n int64) Option {
 	return optionFunc(func(c *config) { c.n, c.cost = n, nil })
 }
 
-// WithCostFunc makes each request cost f(r) units instead of 1: its
-// Content-Length, the computed cost of a GraphQL query, and so on. A cost
+// WithCostFunc makes each request cost f(r) units instead of 1: the bytes
+// of its body (BodyBytes, which counts a chunked body too), the computed
+// cost of a GraphQL query, and so on. A cost
 // above the policy's burst is denied without Retry-After (it can never be
 // admitted); a negative cost is a server error (500). f runs before the
 // next handler, so one that reads the body must put it back (see the

@@ -133,9 +133,11 @@ func newHandler(cfg config) http.Handler {
 	}))))
 
 	// /upload: its size in bytes is its cost.
-	upload := httplimit.New(limiter(algo.MustParsePolicy("token-bucket 1000000/1m"), "upload-bytes"),
+	// BodyBytes counts a chunked body too, reading up to the burst ahead.
+	uploadPolicy := algo.MustParsePolicy("token-bucket 1000000/1m")
+	upload := httplimit.New(limiter(uploadPolicy, "upload-bytes"),
 		append(common, httplimit.WithQuotaUnit("content-bytes"),
-			httplimit.WithCostFunc(func(r *http.Request) int64 { return max(r.ContentLength, 0) }))...)
+			httplimit.WithCostFunc(httplimit.BodyBytes(uploadPolicy.Burst())))...)
 	mux.Handle("POST /upload", upload.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, "received %d bytes\n", n)
