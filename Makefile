@@ -57,7 +57,7 @@ lint: check-go
 
 ## build: the floodgate command, in ./floodgate
 build: check-go
-	$(GO) build ./cmd/floodgate
+	$(GO) build -buildvcs=auto ./cmd/floodgate
 
 ## fuzz: each fuzz target for FUZZTIME (the seed corpora also run in `make test`)
 fuzz: check-go

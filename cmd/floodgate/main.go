@@ -12,6 +12,7 @@
 //	filter     pass the lines of standard input that a limit admits
 //	serve      run the rate-limit service (HTTP JSON, Envoy's gRPC, metrics)
 //	simulate   replay a trace through a policy with simulated time
+//	version    print floodgate's version
 //
 // Run "floodgate COMMAND -h" for a command's usage.
 package main
@@ -47,6 +48,7 @@ var commands = []command{
 	{"filter", "pass the lines of standard input that a limit admits", runFilter},
 	{"serve", "run the rate-limit service (HTTP JSON, Envoy's gRPC, metrics)", runServe},
 	{"simulate", "replay a trace through a policy with simulated time", runSimulate},
+	{"version", "print floodgate's version", runVersion},
 }
 
 // run runs the floodgate command line args and returns the exit code.
@@ -56,6 +58,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
+	case "--version":
+		return runVersion(nil, stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if args[0] == "help" && len(args) > 1 {
 			return run([]string{args[1], "-h"}, stdin, stdout, stderr)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +38,11 @@ func floodgateBinary(t testing.TB) string {
 		}
 		// go test puts its own GOROOT/bin first on the test's PATH: this
 		// is the go command that is running the test.
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "floodgate"), ".").CombinedOutput()
+		// GOFLAGS=-buildvcs=auto records the commit, for version, where
+		// the environment turns it off.
+		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "floodgate"), ".")
+		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=auto")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -86,10 +91,33 @@ Commands:
   filter     pass the lines of standard input that a limit admits
   serve      run the rate-limit service (HTTP JSON, Envoy's gRPC, metrics)
   simulate   replay a trace through a policy with simulated time
+  version    print floodgate's version
 
 Run 'floodgate COMMAND -h' for a command's usage.
 `
 	if got := usage(); got != want {
 		t.Errorf("usage() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The binary built from this tree names its commit (go build records
+// the VCS state, in a clone) and its Go version; the module version of a
+// source tree is "(devel)".
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, err := exec.Command(floodgateBinary(t), args...).CombinedOutput()
+		line := strings.TrimSpace(string(out))
+		if err != nil || !regexp.MustCompile(`^floodgate \S+( commit [0-9a-f]{12} \S+( \(modified\))?)? go1\.\d+`).MatchString(line) {
+			t.Errorf("floodgate %s: %v %q", args[0], err, line)
+		}
+		// Go records no commit in a git worktree, nor outside a repository.
+		if rev, gerr := exec.Command("git", "rev-parse", "HEAD").Output(); gerr == nil && strings.Contains(line, " commit ") &&
+			!strings.Contains(line, string(rev[:12])) {
+			t.Errorf("floodgate %s: %q does not name HEAD, %.12s", args[0], line, rev)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"version", "x"}, strings.NewReader(""), &stdout, &stderr); code != exitUsage {
+		t.Errorf("version x: exit %d, want %d", code, exitUsage)
 	}
 }

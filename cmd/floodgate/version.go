@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+)
+
+const versionUsage = `Usage: floodgate version
+
+Version prints the module version floodgate was built from (v1.2.3, or
+(devel) for a build from a source tree), the commit and its time when the
+build recorded them, and the Go version, one line:
+
+  floodgate v1.2.3 commit 0123456789ab 2026-11-25T10:00:00Z (modified) go1.26.8
+`
+
+// runVersion prints floodgate's version.
+func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+			fmt.Fprint(stdout, versionUsage)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "floodgate version: takes no arguments, got %q\n\n%s", args[0], versionUsage)
+		return exitUsage
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		fmt.Fprintln(stdout, "floodgate (no build information)")
+		return exitOK
+	}
+	fmt.Fprintln(stdout, versionLine(bi))
+	return exitOK
+}
+
+// versionLine is version's line for the build bi.
+func versionLine(bi *debug.BuildInfo) string {
+	line := "floodgate " + bi.Main.Version
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = " (modified)"
+			}
+		}
+	}
+	if rev != "" {
+		line += " commit " + rev[:min(len(rev), 12)]
+		if at != "" {
+			line += " " + at
+		}
+		line += modified
+	}
+	return line + " " + bi.GoVersion
+}
