@@ -213,7 +213,11 @@ func (o *checkOptions) openStore() (store.Store, io.Closer, error) {
 	}
 	st, closer, err := storeurl.Open(url, extra...)
 	if err != nil {
-		return nil, nil, usagef("--store: %v", err)
+		from := "--store"
+		if o.storeURL == "" {
+			from = "$FLOODGATE_STORE" // the state file always opens, or fails elsewhere
+		}
+		return nil, nil, usagef("%s: %v", from, err)
 	}
 	return st, closer, nil
 }

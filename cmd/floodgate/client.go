@@ -240,7 +240,11 @@ func (o *clientOptions) newClient() (*client.Client, error) {
 		tr.TLSClientConfig = tc
 		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: tr}))
 	}
-	return client.New(server, opts...)
+	c, err := client.New(server, opts...)
+	if err != nil && o.server == "" {
+		return nil, fmt.Errorf("$FLOODGATE_SERVER: %w", err)
+	}
+	return c, err
 }
 
 // clientToken returns the bearer token: the first in tokenFile, as the

@@ -11,12 +11,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/floodgate/floodgate/server"
+	"github.com/floodgate/floodgate/storeurl"
 )
 
 const serveUsage = `Usage: floodgate serve [flags]
@@ -174,6 +177,7 @@ type serveOptions struct {
 	logFormat       string          // --log-format: text or json
 	logLevel        string          // --log-level
 	set             map[string]bool // the flags given, on the command line or in the environment
+	env             map[string]bool // those given in the environment
 
 	level slog.Level // --log-level, parsed
 }
@@ -200,6 +204,9 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "floodgate serve: %v (is another floodgate serve running? give it --snapshot FILE, or --snapshot off)\n", err)
 		} else {
 			fmt.Fprintf(stderr, "floodgate serve: %v\n", err)
+		}
+		if env := o.fromEnv(); env != "" {
+			fmt.Fprintf(stderr, "floodgate serve: settings from the environment: %s\n", env)
 		}
 		return exitFailure
 	}
@@ -233,7 +240,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	var err error
-	if o.set, err = setFromEnv(fs, serveEnv); err != nil {
+	if o.set, o.env, err = setFromEnv(fs, serveEnv); err != nil {
 		return nil, err
 	}
 	if err := o.validate(); err != nil {
@@ -242,20 +249,37 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	return o, nil
 }
 
+// fromEnv lists the settings taken from the environment, as NAME=VALUE
+// (a store's password hidden), for an error that one of them may have
+// caused; "" when none was.
+func (o *serveOptions) fromEnv() string {
+	var out []string
+	for name, variable := range serveEnv {
+		if value := os.Getenv(variable); value != "" && o.env[name] {
+			if name == "store" {
+				value = storeurl.Redact(value)
+			}
+			out = append(out, variable+"="+value)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
 // setFromEnv sets each flag of fs that was not given from its environment
 // variable in env, when that is set, and returns the flags given either
 // way.
-func setFromEnv(fs *flag.FlagSet, env map[string]string) (map[string]bool, error) {
-	set := givenFlags(fs)
+func setFromEnv(fs *flag.FlagSet, env map[string]string) (set, fromEnv map[string]bool, err error) {
+	set, fromEnv = givenFlags(fs), map[string]bool{}
 	for name, variable := range env {
 		if value := os.Getenv(variable); value != "" && !set[name] {
 			if err := fs.Set(name, value); err != nil {
-				return nil, fmt.Errorf("$%s: %v", variable, err)
+				return nil, nil, fmt.Errorf("$%s: %v", variable, err)
 			}
-			set[name] = true
+			set[name], fromEnv[name] = true, true
 		}
 	}
-	return set, nil
+	return set, fromEnv, nil
 }
 
 // validate checks the durations and the log's flags, and parses the log

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// An error that a setting from the environment caused names the variable,
+// not the flag the user never gave; a store's password stays hidden.
+func TestErrorsNameTheVariable(t *testing.T) {
+	bin := floodgateBinary(t)
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"FLOODGATE_STORE=bogus:x"}, []string{"check", "--policy", "fixed-window 1/1m", "k"}, "$FLOODGATE_STORE: invalid store URL"},
+		{[]string{"FLOODGATE_SERVER=ftp://x"}, []string{"client", "policies"}, "$FLOODGATE_SERVER: client: server URL"},
+		{[]string{"FLOODGATE_STORE=bogus:x"}, []string{"serve", "--snapshot", "off", "--http", "127.0.0.1:0", "--metrics", "off"},
+			"settings from the environment: FLOODGATE_STORE=bogus:x"},
+		{[]string{"FLOODGATE_HTTP=256.1.1.1:1", "FLOODGATE_STORE=redis://app:s3cret@127.0.0.1:1"}, []string{"serve", "--snapshot", "off", "--metrics", "off"},
+			"settings from the environment: FLOODGATE_HTTP=256.1.1.1:1 FLOODGATE_STORE=redis://app:xxxxx@127.0.0.1:1"},
+		{[]string{"FLOODGATE_SNAPSHOT_INTERVAL=soon"}, []string{"serve"}, "$FLOODGATE_SNAPSHOT_INTERVAL: "},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		cmd.Env = append(os.Environ(), "FLOODGATE_TOKEN=")
+		cmd.Env = append(cmd.Env, c.env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) || strings.Contains(string(out), "s3cret") {
+			t.Errorf("%s floodgate %s: %v\n%s\nwant a failure saying %q", strings.Join(c.env, " "), c.args[0], err, out, c.want)
+		}
+	}
+}
