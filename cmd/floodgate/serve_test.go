@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -196,6 +197,7 @@ func TestServeFirstRunAndRestart(t *testing.T) {
 	if code, m := call(t, "GET", "http://"+p.addrs["metrics"]+"/metrics", ""); code != 200 || !strings.Contains(fmt.Sprint(m), `floodgate_decisions_total{policy="default",result="allowed"} 1`) {
 		t.Errorf("/metrics: %d %.300v", code, m)
 	}
+	readmeCalls(t, p)
 	// floodgate client, against it.
 	wantRun(t, "client check", runBinary(t, serveEnvClean(), "client", "check", "--server", "http://"+p.addrs["http"], "--policy-text", "sliding-log 10/24h", "k"), 0, "")
 	for range 2 {
@@ -417,6 +419,26 @@ func TestServeUsage(t *testing.T) {
 		r := runBinary(t, serveEnvClean(), append([]string{"serve", "--snapshot", "off", "--metrics", "off"}, c.args...)...)
 		if r.code != exitFailure || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("serve %q: exit %d, stderr %q; want 1 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// readmeCalls makes the README's curl calls of the service's API, as
+// written, against p, the first run they follow: each must succeed.
+func readmeCalls(t *testing.T, p *serveProc) {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.ReplaceAll(string(readme), "\\\n", "")
+	calls := regexp.MustCompile(`curl -s -d '([^']*)'\s+http://127\.0\.0\.1:8080(/v1/\w+)`).FindAllStringSubmatch(text, -1)
+	if len(calls) < 4 {
+		t.Fatalf("the README has %d curl calls of the API, want at least 4", len(calls))
+	}
+	for _, c := range calls {
+		if code, d := call(t, "POST", p.url(c[2]), c[1]); code != 200 && code != 204 {
+			t.Errorf("the README's POST %s %s: %d %v", c[2], c[1], code, d)
 		}
 	}
 }
