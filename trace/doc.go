@@ -36,8 +36,9 @@
 // t is decimal seconds, read exactly from its text (never through a
 // float64): an optional minus sign, digits, an optional fraction and an
 // optional exponent, as in 12, 12.345, 0.000000001 or 1.5e3. A time with
-// more than nine decimals is rounded to the nearest nanosecond, halves
-// away from zero; "-0" is 0, and any other negative time is out of range.
+// more than nine decimals is an error, as it is in a policy's period
+// (times are whole nanoseconds); "-0" is 0, and any other negative time is
+// out of range.
 // n is a whole number from 0 to math.MaxInt64 in the same syntax, so 2,
 // 2.0 and 2e0 are all 2, while 1.5 is an error. The service's JSON and the
 // floodgate command write and read seconds in this same form.

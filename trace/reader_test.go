@@ -57,7 +57,7 @@ func TestReader(t *testing.T) {
 		{"equal times", "5 a\n5 b\n5.0 a\n", []Event{{1, 5e9, "a", 1}, {2, 5e9, "b", 1}, {3, 5e9, "a", 1}}},
 		{"invalid UTF-8 text keys stay distinct", "1 \xff\n1 \xfe\n", []Event{{1, 1e9, "\xff", 1}, {2, 1e9, "\xfe", 1}}},
 		{"key that looks like a comment", "1 #x\n", []Event{{1, 1e9, "#x", 1}}},
-		{"exact times", "0.000000001\n0.0000000015\n2e-9\n", []Event{{1, 1, "", 1}, {2, 2, "", 1}, {3, 2, "", 1}}},
+		{"exact times", "0.000000001\n0.0000000020\n2e-9\n", []Event{{1, 1, "", 1}, {2, 2, "", 1}, {3, 2, "", 1}}},
 		{"long key", "1 " + strings.Repeat("k", 200_000) + " 2\n3\n", []Event{{1, 1e9, strings.Repeat("k", 200_000), 2}, {2, 3e9, "", 1}}},
 		{"longest line", "1 " + strings.Repeat("k", MaxLineSize-2) + "\r\n2\n", []Event{{1, 1e9, strings.Repeat("k", MaxLineSize-2), 1}, {2, 2e9, "", 1}}},
 	}
@@ -90,6 +90,9 @@ func TestReaderErrors(t *testing.T) {
 	}{
 		{"text: bad time", "1 a\nabc\n", 1, ErrNumber, `line 2: t "abc"` + tSyntax},
 		{"text: time with a comma", "1,5\n", 0, ErrNumber, `line 1: t "1,5"` + tSyntax},
+		{"text: ten decimals", "1 a\n1.0000000005 a\n", 1, ErrNumber,
+			`line 2: t "1.0000000005": invalid number (more than nine decimals: times are whole nanoseconds)`},
+		{"text: a long bad time, clipped", strings.Repeat("9", 500) + "x a\n", 0, ErrNumber, `line 1: t "` + strings.Repeat("9", 64) + `..."` + tSyntax},
 		{"text: negative time", "-1 a\n", 0, ErrRange, `line 1: t "-1"` + tRange},
 		{"text: time too late", "4611686019\n", 0, ErrRange, `line 1: t "4611686019"` + tRange},
 		{"text: fractional cost", "1 a 1.5\n", 0, ErrNumber, `line 1: n "1.5"` + nSyntax},

@@ -58,7 +58,7 @@ func TestSimulate(t *testing.T) {
 {"t":0,"key":"a","n":3,"allowed":true,"remaining":0,"retry_after":0,"reset_after":3}
 {"t":0.5,"key":"a","n":4,"allowed":false,"remaining":0,"retry_after":-1,"reset_after":2.5}
 `},
-		{"nanosecond times, rounded", "fixed-window 1/1s", "0.000000001\n0.0000000015 b\n1.9999999999 c\n",
+		{"nanosecond times", "fixed-window 1/1s", "0.000000001\n0.0000000020 b\n2.0000000000 c\n",
 			`{"t":0.000000001,"key":"","n":1,"allowed":true,"remaining":0,"retry_after":0,"reset_after":0.999999999}
 {"t":0.000000002,"key":"b","n":1,"allowed":true,"remaining":0,"retry_after":0,"reset_after":0.999999998}
 {"t":2,"key":"c","n":1,"allowed":true,"remaining":0,"retry_after":0,"reset_after":1}

@@ -14,8 +14,9 @@ import (
 // optional fraction of at least one digit and an optional exponent (e or
 // E, an optional sign, digits), as in "12", "12.345", "0.000000001" or
 // "1.5e3". Leading zeros are allowed. A value with more than nine
-// decimals is rounded to the nearest nanosecond, halves away from zero, so
-// "0.0000000005" is 1 ns.
+// decimals is refused (ErrNumber), as a policy's period is: floodgate's
+// times are whole nanoseconds, and rounding would move an event silently.
+// Trailing zeros do not count: "1.0000000000" is 1 s.
 //
 // The result must be from 0 to algo.MaxTime; "-0" is 0, but any other
 // negative value is out of range even when it rounds to 0. An error wraps
@@ -23,13 +24,28 @@ import (
 func Parse(s string) (int64, error) {
 	d, ok := parseDecimal(s)
 	if !ok {
-		return 0, fmt.Errorf("%q: %w (want seconds like 12.5, 0.001 or 1.5e3)", s, ErrNumber)
+		return 0, fmt.Errorf("%q: %w (want seconds like 12.5, 0.001 or 1.5e3)", clip(s), ErrNumber)
 	}
-	ns, _, ok := d.scale(9, algo.MaxTime)
-	if !ok || d.neg && d.digits != "" {
-		return 0, fmt.Errorf("%q: %w (want 0 to %s seconds)", s, ErrRange, maxTimeText)
+	ns, exact, ok := d.scale(9, algo.MaxTime)
+	switch {
+	case !ok || d.neg && d.digits != "":
+		return 0, fmt.Errorf("%q: %w (want 0 to %s seconds)", clip(s), ErrRange, maxTimeText)
+	case !exact:
+		return 0, fmt.Errorf("%q: %w (more than nine decimals: times are whole nanoseconds)", clip(s), ErrNumber)
 	}
 	return ns, nil
+}
+
+// clipAt is the most of a bad number that an error quotes.
+const clipAt = 64
+
+// clip returns s, or its first clipAt bytes and "..." when longer, for an
+// error message: a bad token may be a whole line.
+func clip(s string) string {
+	if len(s) <= clipAt {
+		return s
+	}
+	return s[:clipAt] + "..."
 }
 
 var maxTimeText = string(Append(nil, algo.MaxTime))
@@ -42,14 +58,14 @@ var maxTimeText = string(Append(nil, algo.MaxTime))
 func ParseCount(s string) (int64, error) {
 	d, ok := parseDecimal(s)
 	if !ok {
-		return 0, fmt.Errorf("%q: %w (want a whole number like 1 or 2e0)", s, ErrNumber)
+		return 0, fmt.Errorf("%q: %w (want a whole number like 1 or 2e0)", clip(s), ErrNumber)
 	}
 	n, exact, ok := d.scale(0, math.MaxInt64)
 	switch {
 	case !ok || d.neg && d.digits != "":
-		return 0, fmt.Errorf("%q: %w (want 0 to %d)", s, ErrRange, int64(math.MaxInt64))
+		return 0, fmt.Errorf("%q: %w (want 0 to %d)", clip(s), ErrRange, int64(math.MaxInt64))
 	case !exact:
-		return 0, fmt.Errorf("%q: %w (want a whole number like 1 or 2e0)", s, ErrNumber)
+		return 0, fmt.Errorf("%q: %w (want a whole number like 1 or 2e0)", clip(s), ErrNumber)
 	}
 	return n, nil
 }

@@ -30,17 +30,10 @@ func TestParse(t *testing.T) {
 		{"15e-1", 1_500_000_000},
 		{"1e-9", 1},
 		{"1e9", 1e18},
-		{"0.0000000004", 0},                 // rounds down
-		{"0.0000000005", 1},                 // half: away from zero
-		{"0.00000000049999999999999999", 0}, // just under half
-		{"0.0000000014999", 1},
-		{"2.0000000025", 2_000_000_003},
-		{"1e-10", 0},
-		{"1e-99999999999999999999", 0},
 		{"0e99999999999999999999", 0},
+		{"1.0000000000000", 1e9}, // trailing zeros are not decimals that count
 		{"0.1e1", 1e9},
 		{"4611686018.427387904", algo.MaxTime},
-		{"4611686018.4273879044", algo.MaxTime}, // rounds down to MaxTime
 		{"4611686018427387904e-9", algo.MaxTime},
 		{"0.000000000000000000000000000000000000000001e42", 1e9},
 	}
@@ -57,6 +50,7 @@ func TestParse(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	const syntax = `: invalid number (want seconds like 12.5, 0.001 or 1.5e3)`
 	const rng = `: out of range (want 0 to 4611686018.427387904 seconds)`
+	const nine = `: invalid number (more than nine decimals: times are whole nanoseconds)`
 	tests := []struct {
 		in   string
 		want error
@@ -77,6 +71,12 @@ func TestParseErrors(t *testing.T) {
 		{"NaN", ErrNumber, `"NaN"` + syntax},
 		{"--1", ErrNumber, `"--1"` + syntax},
 		{"١", ErrNumber, `"١"` + syntax}, // an Arabic-Indic digit
+		{"0.0000000005", ErrNumber, `"0.0000000005"` + nine},
+		{"2.0000000025", ErrNumber, `"2.0000000025"` + nine},
+		{"1e-10", ErrNumber, `"1e-10"` + nine},
+		{"1e-99999999999999999999", ErrNumber, `"1e-99999999999999999999"` + nine},
+		{"4611686018.4273879044", ErrNumber, `"4611686018.4273879044"` + nine},
+		{strings.Repeat("7", 100) + "x", ErrNumber, `"` + strings.Repeat("7", 64) + `..."` + syntax},
 		{"-1", ErrRange, `"-1"` + rng},
 		{"-1e-20", ErrRange, `"-1e-20"` + rng}, // negative, though it rounds to 0
 		{"4611686018.4273879045", ErrRange, `"4611686018.4273879045"` + rng},
@@ -192,6 +192,9 @@ func FuzzParse(f *testing.F) {
 		if r, ok := rat(t, s); ok {
 			if q := nanos(r); !q.IsInt64() || q.Int64() != ns {
 				t.Fatalf("Parse(%q) = %d, want %v", s, ns, q)
+			}
+			if !new(big.Rat).Mul(r, big.NewRat(1e9, 1)).IsInt() {
+				t.Fatalf("Parse(%q) = %d: more than nine decimals, accepted", s, ns)
 			}
 		}
 	})

@@ -9,8 +9,8 @@
 // it is decimal seconds such as 12.345. The two convert exactly, with
 // integer arithmetic only: a float64 cannot hold every nanosecond count of
 // a long time, so a value never passes through one. Parse reads decimal
-// seconds into nanoseconds, rounding to the nearest nanosecond only when
-// the text has more than nine decimals; Append writes nanoseconds as the
+// seconds into nanoseconds, and refuses text with more than nine decimals
+// rather than round it; Append writes nanoseconds as the
 // decimal seconds that Parse reads back to the same value. ParseCount
 // reads a whole number (a cost) in the same syntax.
 //

@@ -15,7 +15,7 @@ func ExampleParse() {
 	// Output:
 	// 12345000000 <nil>
 	// 1500000000000 <nil>
-	// 1 <nil>
+	// 0 "0.0000000005": invalid number (more than nine decimals: times are whole nanoseconds)
 	// 0 "-1": out of range (want 0 to 4611686018.427387904 seconds)
 }
 
