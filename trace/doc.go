@@ -38,7 +38,7 @@
 // optional exponent, as in 12, 12.345, 0.000000001 or 1.5e3. A time with
 // more than nine decimals is an error, as it is in a policy's period
 // (times are whole nanoseconds); "-0" is 0, and any other negative time is
-// out of range.
+// out of range. A UTF-8 byte-order mark before the first line is skipped.
 // n is a whole number from 0 to math.MaxInt64 in the same syntax, so 2,
 // 2.0 and 2e0 are all 2, while 1.5 is an error. The service's JSON and the
 // floodgate command write and read seconds in this same form.

@@ -117,6 +117,9 @@ func (r *Reader) readLine() ([]byte, error) {
 		return nil, err
 	}
 	r.line++
+	if r.line == 1 {
+		line = bytes.TrimPrefix(line, []byte("\uFEFF")) // a byte-order mark, as some editors write
+	}
 	line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
 	if len(line) > MaxLineSize || err != nil && err != io.EOF {
 		return nil, &LineError{r.line, fmt.Errorf("%w (more than %d bytes)", ErrLineTooLong, MaxLineSize)}

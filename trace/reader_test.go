@@ -58,6 +58,7 @@ func TestReader(t *testing.T) {
 		{"invalid UTF-8 text keys stay distinct", "1 \xff\n1 \xfe\n", []Event{{1, 1e9, "\xff", 1}, {2, 1e9, "\xfe", 1}}},
 		{"key that looks like a comment", "1 #x\n", []Event{{1, 1e9, "#x", 1}}},
 		{"exact times", "0.000000001\n0.0000000020\n2e-9\n", []Event{{1, 1, "", 1}, {2, 2, "", 1}, {3, 2, "", 1}}},
+		{"byte-order mark", "\uFEFF0 alice\n1 \uFEFFbob\n", []Event{{1, 0, "alice", 1}, {2, 1e9, "\uFEFFbob", 1}}},
 		{"long key", "1 " + strings.Repeat("k", 200_000) + " 2\n3\n", []Event{{1, 1e9, strings.Repeat("k", 200_000), 2}, {2, 3e9, "", 1}}},
 		{"longest line", "1 " + strings.Repeat("k", MaxLineSize-2) + "\r\n2\n", []Event{{1, 1e9, strings.Repeat("k", MaxLineSize-2), 1}, {2, 2e9, "", 1}}},
 	}
