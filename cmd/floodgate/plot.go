@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"image/color"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -399,6 +401,10 @@ type pendingFile struct {
 // written fails early.
 func createPending(name string) (*pendingFile, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("%s: %w", name, pe.Err) // the name given, not the temporary file's
+	}
 	if err != nil {
 		return nil, err
 	}
