@@ -178,6 +178,9 @@ func parseFilterArgs(args []string) (*filterOptions, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: filter reads standard input", fs.Arg(0))
 	}
+	if givenFlags(fs)["key-field"] && o.keyField == 0 {
+		return nil, errors.New("--key-field 0: fields count from 1")
+	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}

@@ -169,6 +169,7 @@ func TestFilterUsageErrors(t *testing.T) {
 		{[]string{"--policy", "sliding-log 1/1s", "file"}, `unexpected argument "file"`},
 		{[]string{"--policy", "sliding-log 1/1s", "--key-field", "1", "--key-regex", "x"}, "not both"},
 		{[]string{"--policy", "sliding-log 1/1s", "--key-field", "-1"}, "fields count from 1"},
+		{[]string{"--policy", "sliding-log 1/1s", "--key-field", "0"}, "--key-field 0: fields count from 1"},
 		{[]string{"--policy", "sliding-log 1/1s", "--key-regex", "("}, "--key-regex: error parsing regexp"},
 		{[]string{"--global", "sliding-log 1/1s", "--key-field", "2"}, "there is none"},
 		{[]string{"--policy", "sliding-log 1/1s", "--top", "-1"}, "--top -1"},
