@@ -26,7 +26,7 @@ import (
 func ParsePolicy(s string) (Policy, error) {
 	p, problem := parsePolicy(s)
 	if problem != "" {
-		return Policy{}, fmt.Errorf("%w %q: %s", ErrInvalidPolicy, s, problem)
+		return Policy{}, fmt.Errorf("%w %q: %s", ErrInvalidPolicy, clip(s), problem)
 	}
 	return p, nil
 }
@@ -49,11 +49,11 @@ func parsePolicy(s string) (Policy, string) {
 	}
 	alg := algorithmByName(fields[0])
 	if alg == 0 {
-		return Policy{}, fmt.Sprintf("unknown algorithm %q (want token-bucket, leaky-bucket, sliding-log, sliding-window or fixed-window)", fields[0])
+		return Policy{}, fmt.Sprintf("unknown algorithm %q (want token-bucket, leaky-bucket, sliding-log, sliding-window or fixed-window)", clip(fields[0]))
 	}
 	limitText, periodText, ok := strings.Cut(fields[1], "/")
 	if !ok {
-		return Policy{}, fmt.Sprintf("rate %q is not LIMIT/PERIOD", fields[1])
+		return Policy{}, fmt.Sprintf("rate %q is not LIMIT/PERIOD", clip(fields[1]))
 	}
 	limit, problem := parseCount("limit", limitText)
 	if problem != "" {
@@ -69,9 +69,9 @@ func parsePolicy(s string) (Policy, string) {
 		name, value, ok := strings.Cut(opt, "=")
 		switch {
 		case !ok:
-			return Policy{}, fmt.Sprintf("option %q is not NAME=VALUE", opt)
+			return Policy{}, fmt.Sprintf("option %q is not NAME=VALUE", clip(opt))
 		case name != "burst" && name != "capacity":
-			return Policy{}, fmt.Sprintf("unknown option %q (want burst= or capacity=)", name)
+			return Policy{}, fmt.Sprintf("unknown option %q (want burst= or capacity=)", clip(name))
 		case name != burstName(alg) || !alg.isBucket():
 			return Policy{}, fmt.Sprintf("%s= does not apply to %v (burst= is for token-bucket, capacity= for leaky-bucket)", name, alg)
 		case seen != "":
@@ -98,7 +98,7 @@ func algorithmByName(name string) Algorithm {
 // least 1, at most MaxLimit.
 func parseCount(what, s string) (int64, string) {
 	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Sprintf("%s %q is not a whole number", what, s)
+		return 0, fmt.Sprintf("%s %q is not a whole number", what, clip(s))
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	switch {
@@ -122,13 +122,13 @@ func parsePeriod(s string) (time.Duration, string) {
 			return 0, fmt.Sprintf("period %s is longer than 366 days", s)
 		}
 		if d, err = time.ParseDuration(s + "s"); err != nil || len(frac) > 9 {
-			return 0, fmt.Sprintf("period %q is not a number of seconds with at most nine decimals", s)
+			return 0, fmt.Sprintf("period %q is not a number of seconds with at most nine decimals", clip(s))
 		}
 	} else if d, err = time.ParseDuration(s); err != nil {
 		if strings.HasSuffix(s, "d") || strings.HasSuffix(s, "w") || strings.HasSuffix(s, "y") {
-			return 0, fmt.Sprintf("period %q is not a Go duration (the largest unit is h: 1d is 24h)", s)
+			return 0, fmt.Sprintf("period %q is not a Go duration (the largest unit is h: 1d is 24h)", clip(s))
 		}
-		return 0, fmt.Sprintf("period %q is not a Go duration (500ms, 1s, 1m, 1h) or a number of seconds", s)
+		return 0, fmt.Sprintf("period %q is not a Go duration (500ms, 1s, 1m, 1h) or a number of seconds", clip(s))
 	}
 	switch {
 	case d <= 0:
@@ -137,4 +137,17 @@ func parsePeriod(s string) (time.Duration, string) {
 		return 0, fmt.Sprintf("period %s is longer than 366 days", s)
 	}
 	return d, ""
+}
+
+// clipAt is the most of a policy, or of one of its words, that an error
+// quotes.
+const clipAt = 64
+
+// clip returns s, or its first clipAt bytes and "..." when longer: a bad
+// policy may be a whole line of a configuration file or a request.
+func clip(s string) string {
+	if len(s) <= clipAt {
+		return s
+	}
+	return s[:clipAt] + "..."
 }

@@ -97,6 +97,7 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"token-bucket 1/1s rate=2", `unknown option "rate"`},
 		{"token-bucket 1/1h burst=876601", "takes 100 years to drain; the most is 100"},
 		{"token-bucket 1/8784h burst=1000000000", "years to drain; the most is 100"},
+		{"token-bucket 1/" + strings.Repeat("x", 500), `period "` + strings.Repeat("x", 64) + `..." is not a Go duration`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -106,6 +107,9 @@ func TestParsePolicyErrors(t *testing.T) {
 			}
 			if !errors.Is(err, algo.ErrInvalidPolicy) {
 				t.Errorf("error %q does not wrap ErrInvalidPolicy", err)
+			}
+			if len(err.Error()) > 300 {
+				t.Errorf("an error of %d bytes: bad input is quoted clipped", len(err.Error()))
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not contain %q", err, tt.want)

@@ -367,7 +367,7 @@ func parseInstant(s string) (int64, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return 0, fmt.Errorf("%q is neither Unix seconds nor an RFC 3339 time", s)
+		return 0, fmt.Errorf("%.64q is neither Unix seconds nor an RFC 3339 time", s)
 	}
 	if t.Unix() < 0 || t.Year() > 2116 {
 		return 0, fmt.Errorf("%q is outside 1970 to 2116", s)
