@@ -75,7 +75,10 @@ type Options struct {
 	// Reload reloads the configurations (SIGHUP) at each receive.
 	Reload <-chan struct{}
 	// Listening, if not nil, is called with each listener's name (http,
-	// grpc, metrics) and bound address once it listens, then with "ready"
-	// and the HTTP address once everything is serving.
+	// grpc, metrics) and bound address once it listens, then, once
+	// everything is serving, with "ready" and the HTTP address when the
+	// store answered a peek, or "unready" when it did not (Run serves
+	// anyway: the failure mode decides until the store answers, and
+	// /readyz tells when it does).
 	Listening func(name string, addr net.Addr)
 }

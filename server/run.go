@@ -51,7 +51,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	in.serve()
 	in.startBackground()
-	in.announce()
+	in.announce(ctx)
 	return in.shutdown(in.wait(ctx))
 }
 
@@ -122,11 +122,18 @@ func (in *instance) startBackground() {
 	}
 }
 
-// announce logs that Run serves, and tells Options.Listening.
-func (in *instance) announce() {
+// announce logs that Run serves, and tells Options.Listening whether the
+// store answered: "ready", or "unready" (the failure mode decides until
+// it answers, and /readyz says when it does).
+func (in *instance) announce(ctx context.Context) {
 	in.log.Info("serving", "store", storeName(in.o.Store), "policies", len(in.cfg.policies0()), "envoy", in.envoy != nil)
+	name := "ready"
+	if err := in.srv.Ready(ctx); err != nil {
+		name = "unready"
+		in.log.Warn("serving, but the store does not answer yet", "store", storeName(in.o.Store))
+	}
 	if in.o.Listening != nil {
-		in.o.Listening("ready", in.lns.http.Addr())
+		in.o.Listening(name, in.lns.http.Addr())
 	}
 }
 

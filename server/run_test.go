@@ -76,7 +76,8 @@ func startRun(t *testing.T, o Options) *running {
 	o.Listening = func(name string, addr net.Addr) {
 		mu.Lock()
 		defer mu.Unlock()
-		if name == "ready" {
+		if name == "ready" || name == "unready" {
+			r.addrs[name] = addr.String()
 			close(ready)
 			return
 		}
@@ -610,11 +611,15 @@ func TestRunSnapshotUnusable(t *testing.T) {
 	}
 }
 
-// The logs name the store without its password.
+// The logs name the store without its password; a store that does not
+// answer at the start is said so (unready), not ready.
 func TestRunLogsHidePassword(t *testing.T) {
 	w := &testWriter{}
 	r := startRun(t, Options{Store: "redis://app:s3cret@127.0.0.1:1/0", SnapshotFile: "off",
 		Logger: slog.New(slog.NewTextHandler(w, nil))})
+	if _, ok := r.addrs["unready"]; !ok {
+		t.Errorf("a store that does not answer: Listening was told %v, want unready", r.addrs)
+	}
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}

@@ -35,10 +35,14 @@ memory across restarts in a snapshot file. Try:
   {"allowed":true,"remaining":19,"retry_after":0,"reset_after":0.6}
 
 It prints where it listens on standard output, one line each, then a line
-starting "floodgate serve: ready":
+starting "floodgate serve: ready" once the store has answered:
 
   floodgate serve: http 127.0.0.1:8080
   floodgate serve: metrics 127.0.0.1:6070
+
+or, when the store did not answer within a second, one starting
+"floodgate serve: serving, but the store does not answer" (it serves
+anyway, store.fail_mode deciding until the store answers)
 
 and logs on standard error. SIGTERM or SIGINT shut it down gracefully
 (requests under way finish; a second signal kills); SIGHUP reloads the
@@ -368,6 +372,9 @@ func printListening(stdout io.Writer, try bool) func(name string, addr net.Addr)
 			return
 		case name == "ready":
 			fmt.Fprintln(stdout, "floodgate serve: ready")
+			return
+		case name == "unready":
+			fmt.Fprintln(stdout, "floodgate serve: serving, but the store does not answer: store.fail_mode decides until it does (/readyz on --metrics tells)")
 			return
 		}
 		fmt.Fprintf(stdout, "floodgate serve: %s %s\n", name, addr)

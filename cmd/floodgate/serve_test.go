@@ -88,7 +88,7 @@ func startServe(t *testing.T, env []string, args ...string) *serveProc {
 			if !ok {
 				continue
 			}
-			if strings.HasPrefix(line, "ready") {
+			if strings.HasPrefix(line, "ready") || strings.HasPrefix(line, "serving, but") {
 				p.ready = line
 				close(ready)
 				continue
@@ -440,5 +440,17 @@ func readmeCalls(t *testing.T, p *serveProc) {
 		if code, d := call(t, "POST", p.url(c[2]), c[1]); code != 200 && code != 204 {
 			t.Errorf("the README's POST %s %s: %d %v", c[2], c[1], code, d)
 		}
+	}
+}
+
+// A store that does not answer at the start is said so, not "ready": the
+// service serves anyway, its failure mode deciding.
+func TestServeSaysTheStoreDoesNotAnswer(t *testing.T) {
+	p := startServe(t, nil, "--store", "redis://127.0.0.1:1", "--snapshot", "off")
+	if !strings.HasPrefix(p.ready, "serving, but the store does not answer") {
+		t.Errorf("the line after the listeners: %q, want it to say the store does not answer", p.ready)
+	}
+	if code, _ := call(t, "POST", p.url("/v1/check"), `{"policy":"default","key":"k"}`); code != 503 {
+		t.Errorf("a check while the store does not answer: %d, want 503 (fail closed)", code)
 	}
 }
