@@ -89,6 +89,9 @@ Flags:
                      date for access logs) and the longest retry_after;
                      sorted by refused events, then events (most first),
                      then key, and ended by a TOTAL line
+  --top N            with --summary, only the first N keys, then an OTHERS
+                     line for the rest (default 0: every key). For traces
+                     of millions of keys: the table holds N lines
   --plot PICTURE     draw what the limit did over time to PICTURE, an SVG or
                      PNG file by its extension (.svg or .png): a panel per
                      key for the keys with the most events (--plot-keys),
@@ -138,6 +141,7 @@ type simulateOptions struct {
 	inputFormat string          // --input-format: native, clf or combined
 	keyField    string          // --key
 	summary     bool            // --summary
+	top         int             // --top: the summary's keys; 0 for all
 	plotFile    string          // --plot; "" for no picture
 	plotKeys    int             // --plot-keys
 	quiet       bool            // -q, --quiet
@@ -183,6 +187,7 @@ func parseSimulateArgs(args []string) (*simulateOptions, error) {
 	fs.BoolVar(&o.summary, "summary", false, "")
 	fs.StringVar(&o.plotFile, "plot", "", "")
 	fs.IntVar(&o.plotKeys, "plot-keys", 4, "")
+	fs.IntVar(&o.top, "top", 0, "")
 	fs.BoolVar(&o.quiet, "q", false, "")
 	fs.BoolVar(&o.quiet, "quiet", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -208,8 +213,13 @@ func (o *simulateOptions) validate() error {
 	default:
 		o.file = "-"
 	}
-	if o.policyText == "" {
+	switch {
+	case o.policyText == "":
 		return errors.New("--policy is required, such as --policy 'token-bucket 5/1s'")
+	case o.top < 0:
+		return fmt.Errorf("--top %d: cannot be negative", o.top)
+	case o.set["top"] && !o.summary:
+		return errors.New("--top is for --summary")
 	}
 	var err error
 	if o.policy, err = algo.ParsePolicy(o.policyText); err != nil {
@@ -325,7 +335,7 @@ func (o *simulateOptions) newSimulation(stdout io.Writer) (*simulation, *trace.I
 // picture (nil for none), as o asks.
 func (o *simulateOptions) report(stdout io.Writer, sim *simulation, picture *pendingFile) error {
 	if o.summary {
-		if err := writeSummary(stdout, sim.stats, sim.clock); err != nil {
+		if err := writeSummary(stdout, sim.stats, sim.clock, o.top); err != nil {
 			return outputError{err}
 		}
 	}

@@ -1,12 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
-	"fmt"
 	"io"
 	"slices"
 	"strconv"
-	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -99,70 +98,158 @@ func (rs *runStats) total() keyStats {
 	return t
 }
 
-// byRefusals returns the keys sorted by refused events, most first, then by
-// events, most first, then by key.
-func (rs *runStats) byRefusals() []*keyStats {
-	return rs.sorted(func(a, b *keyStats) int {
-		return cmp.Or(cmp.Compare(b.refused, a.refused), cmp.Compare(b.events, a.events), cmp.Compare(a.key, b.key))
-	})
+// byRefusals returns the keys in the summary's order: by refused events,
+// most first, then by events, most first, then by key.
+func byRefusals(a, b *keyStats) int {
+	return cmp.Or(cmp.Compare(b.refused, a.refused), cmp.Compare(b.events, a.events), cmp.Compare(a.key, b.key))
 }
 
 // busiest returns the n keys with the most events, most first, ties in
 // key order.
 func (rs *runStats) busiest(n int) []*keyStats {
-	keys := rs.sorted(func(a, b *keyStats) int {
+	return rs.leading(n, func(a, b *keyStats) int {
 		return cmp.Or(cmp.Compare(b.events, a.events), cmp.Compare(a.key, b.key))
 	})
-	return keys[:min(n, len(keys))]
 }
 
-func (rs *runStats) sorted(order func(a, b *keyStats) int) []*keyStats {
-	keys := make([]*keyStats, 0, len(rs.keys))
-	for _, ks := range rs.keys {
-		keys = append(keys, ks)
+// leading returns the first n keys (all for n 0) in order, sorted. A few
+// keys of many are picked keeping n at a time, without a sort of all.
+func (rs *runStats) leading(n int, order func(a, b *keyStats) int) []*keyStats {
+	if n <= 0 || n > len(rs.keys)/8 || n > 4096 {
+		keys := make([]*keyStats, 0, len(rs.keys))
+		for _, ks := range rs.keys {
+			keys = append(keys, ks)
+		}
+		slices.SortFunc(keys, order)
+		if n > 0 && n < len(keys) {
+			keys = keys[:n]
+		}
+		return keys
 	}
-	slices.SortFunc(keys, order)
+	keys := make([]*keyStats, 0, n+1)
+	for _, ks := range rs.keys {
+		if len(keys) == n && order(ks, keys[n-1]) >= 0 {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(keys, ks, order)
+		keys = slices.Insert(keys, i, ks)
+		if len(keys) > n {
+			keys = keys[:n]
+		}
+	}
 	return keys
 }
 
+// summaryHeader is the summary's first line, as cells.
+var summaryHeader = []string{"KEY", "EVENTS", "ADMITTED", "REFUSED", "UNITS_ADMITTED", "UNITS_REFUSED", "FIRST_REFUSAL", "LONGEST_RETRY"}
+
 // writeSummary writes the --summary table: one line per key, sorted by
-// byRefusals, and a TOTAL line, in columns aligned with spaces. Times are
-// trace seconds, or dates in UTC when clock is set (for access logs, whose
-// times are Unix times); "-" stands for no refusal, and "never" for the
-// retry of a cost above the burst.
-func writeSummary(w io.Writer, rs *runStats, clock bool) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tEVENTS\tADMITTED\tREFUSED\tUNITS_ADMITTED\tUNITS_REFUSED\tFIRST_REFUSAL\tLONGEST_RETRY")
-	var line []byte
-	row := func(name string, ks *keyStats) {
-		line = append(line[:0], name...)
-		for _, n := range [...]int64{ks.events, ks.admitted, ks.refused, ks.unitsAdmitted, ks.unitsRefused} {
-			line = append(line, '\t')
-			line = strconv.AppendInt(line, n, 10)
+// byRefusals (the first top keys, all for top 0, and then an OTHERS line
+// for the rest), and a TOTAL line, in columns aligned with spaces. Times
+// are trace seconds, or dates in UTC when clock is set (for access logs,
+// whose times are Unix times); "-" stands for no refusal, and "never" for
+// the retry of a cost above the burst. The rows are written as they are
+// made, once the columns' widths are known: only the keys' order is held.
+func writeSummary(w io.Writer, rs *runStats, clock bool, top int) error {
+	keys := rs.leading(top, byRefusals)
+	total := rs.total()
+	var rows []summaryRow
+	for _, ks := range keys {
+		rows = append(rows, summaryRow{summaryKey(ks.key), ks})
+	}
+	if len(keys) < len(rs.keys) {
+		others := rs.others(total, keys)
+		rows = append(rows, summaryRow{"OTHERS", &others})
+	}
+	rows = append(rows, summaryRow{"TOTAL", &total})
+	widths := make([]int, len(summaryHeader))
+	for i, h := range summaryHeader {
+		widths[i] = len(h)
+	}
+	var cells [][]byte
+	for _, r := range rows {
+		cells = r.cells(cells[:0], clock)
+		for i, c := range cells {
+			widths[i] = max(widths[i], utf8.RuneCount(c))
 		}
-		line = append(line, '\t')
-		switch {
-		case ks.refused == 0:
-			line = append(line, "-\t-"...)
-		default:
-			line = appendInstant(line, ks.firstRefusal, clock)
-			line = append(line, '\t')
-			if ks.longestRetry == algo.Never {
-				line = append(line, "never"...)
-			} else {
-				line = seconds.Append(line, int64(ks.longestRetry))
-				line = append(line, 's')
+	}
+	bw := bufio.NewWriter(w)
+	var line []byte
+	header := make([][]byte, len(summaryHeader))
+	for i, h := range summaryHeader {
+		header[i] = []byte(h)
+	}
+	bw.Write(alignRow(line[:0], header, widths))
+	for _, r := range rows {
+		cells = r.cells(cells[:0], clock)
+		line = alignRow(line[:0], cells, widths)
+		bw.Write(line)
+	}
+	return bw.Flush()
+}
+
+// summaryRow is a line of the summary: a name and its counts.
+type summaryRow struct {
+	name string
+	ks   *keyStats
+}
+
+// cells appends the row's cells to cells.
+func (r summaryRow) cells(cells [][]byte, clock bool) [][]byte {
+	ks := r.ks
+	cells = append(cells, []byte(r.name))
+	for _, n := range [...]int64{ks.events, ks.admitted, ks.refused, ks.unitsAdmitted, ks.unitsRefused} {
+		cells = append(cells, strconv.AppendInt(nil, n, 10))
+	}
+	if ks.refused == 0 {
+		return append(cells, []byte("-"), []byte("-"))
+	}
+	cells = append(cells, appendInstant(nil, ks.firstRefusal, clock))
+	if ks.longestRetry == algo.Never {
+		return append(cells, []byte("never"))
+	}
+	return append(cells, append(seconds.Append(nil, int64(ks.longestRetry)), 's'))
+}
+
+// alignRow appends cells to line, each but the last padded with spaces to
+// its column's width and two more, then a newline.
+func alignRow(line []byte, cells [][]byte, widths []int) []byte {
+	for i, c := range cells {
+		line = append(line, c...)
+		if i < len(cells)-1 {
+			for range widths[i] - utf8.RuneCount(c) + 2 {
+				line = append(line, ' ')
 			}
 		}
-		line = append(line, '\n')
-		tw.Write(line)
 	}
-	for _, ks := range rs.byRefusals() {
-		row(summaryKey(ks.key), ks)
+	return append(line, '\n')
+}
+
+// others returns the counts of the keys not in shown: total minus theirs,
+// with the first refusal and the longest retry of those others.
+func (rs *runStats) others(total keyStats, shown []*keyStats) keyStats {
+	in := make(map[*keyStats]bool, len(shown))
+	o := total
+	for _, ks := range shown {
+		in[ks] = true
+		o.events -= ks.events
+		o.admitted -= ks.admitted
+		o.refused -= ks.refused
+		o.unitsAdmitted -= ks.unitsAdmitted
+		o.unitsRefused -= ks.unitsRefused
 	}
-	total := rs.total()
-	row("TOTAL", &total)
-	return tw.Flush()
+	o.firstRefusal, o.longestRetry = 0, 0
+	first := true
+	for _, ks := range rs.keys {
+		if in[ks] || ks.refused == 0 {
+			continue
+		}
+		if first || ks.firstRefusal < o.firstRefusal {
+			o.firstRefusal, first = ks.firstRefusal, false
+		}
+		o.longestRetry = max(o.longestRetry, ks.longestRetry)
+	}
+	return o
 }
 
 // appendInstant appends the time t: trace seconds, or with clock set the
@@ -177,9 +264,9 @@ func appendInstant(b []byte, t int64, clock bool) []byte {
 // summaryKey returns key as the summary shows it: as it is when it is
 // printable and holds no space, else quoted in Go syntax, so that every
 // key takes one cell, and "", "TOTAL", "KEY" and a key that starts with a
-// quote cannot be taken for something else.
+// quote cannot be taken for something else (nor can OTHERS).
 func summaryKey(key string) string {
-	if key == "" || key == "TOTAL" || key == "KEY" || key[0] == '"' || !utf8.ValidString(key) {
+	if key == "" || key == "TOTAL" || key == "OTHERS" || key == "KEY" || key[0] == '"' || !utf8.ValidString(key) {
 		return strconv.Quote(key)
 	}
 	for _, r := range key {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -143,5 +146,57 @@ func TestWithCommas(t *testing.T) {
 		if got := withCommas(n); got != want {
 			t.Errorf("withCommas(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// --top N lists the first N keys of the full summary, in its order, then
+// an OTHERS line holding exactly the rest, then the same TOTAL.
+func TestSimulateSummaryTop(t *testing.T) {
+	var trace strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&trace, "%d.%03d k%d\n", i/1000, i%1000, (i*7919)%257) // 257 keys, uneven
+	}
+	policy := []string{"simulate", "--policy", "sliding-log 5/1s", "--summary"}
+	code, all, stderr := simulateRun(policy, trace.String())
+	if code != 0 {
+		t.Fatalf("full summary: exit %d: %s", code, stderr)
+	}
+	allLines := strings.Split(strings.TrimSuffix(all, "\n"), "\n")
+	for _, top := range []int{1, 3, 40, 256, 257, 1000} {
+		code, got, stderr := simulateRun(append(policy, "--top", strconv.Itoa(top)), trace.String())
+		if code != 0 {
+			t.Fatalf("--top %d: exit %d: %s", top, code, stderr)
+		}
+		lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+		shown := min(top, 257)
+		fields := func(l string) []string { return strings.Fields(l) }
+		for i := 1; i <= shown; i++ {
+			if !slices.Equal(fields(lines[i]), fields(allLines[i])) {
+				t.Fatalf("--top %d, line %d: %q, want the full summary's %q", top, i, lines[i], allLines[i])
+			}
+		}
+		if last := fields(lines[len(lines)-1]); !slices.Equal(last, fields(allLines[len(allLines)-1])) {
+			t.Fatalf("--top %d: TOTAL %q, want %q", top, last, allLines[len(allLines)-1])
+		}
+		if shown == 257 {
+			if len(lines) != len(allLines) {
+				t.Fatalf("--top %d of 257 keys: %d lines, want the full %d", top, len(lines), len(allLines))
+			}
+			continue
+		}
+		others := fields(lines[shown+1])
+		for col := 1; col <= 5; col++ {
+			var sum int64
+			for _, l := range allLines[shown+1 : len(allLines)-1] {
+				n, _ := strconv.ParseInt(fields(l)[col], 10, 64)
+				sum += n
+			}
+			if others[0] != "OTHERS" || others[col] != strconv.FormatInt(sum, 10) {
+				t.Fatalf("--top %d: %q, want OTHERS with column %d the sum of the keys not shown, %d", top, lines[shown+1], col, sum)
+			}
+		}
+	}
+	if code, _, stderr := simulateRun(append(policy[:3:3], "--top", "3"), trace.String()); code != exitUsage || !strings.Contains(stderr, "--top is for --summary") {
+		t.Errorf("--top without --summary: exit %d %s", code, stderr)
 	}
 }
