@@ -65,6 +65,9 @@ Flags:
   --now T           decide at T (Unix seconds, or RFC 3339 such as
                     2026-11-23T15:04:05Z) instead of now: for replaying
                     events and for tests; not with --wait
+  --reset           forget the state of KEY under POLICY (of each --limit),
+                    deciding nothing: the key starts afresh (exit 0); a key
+                    whose stored state is damaged is reset without reading it
   --json            print the decision as one JSON line on standard output,
                     admitted or not:
                     {"allowed":false,"retry_after":3.2,"limits":[{"key":"sms",
@@ -90,6 +93,7 @@ type checkOptions struct {
 	maxWait    time.Duration // --max-wait
 	nowText    string        // --now
 	asJSON     bool          // --json
+	reset      bool          // --reset
 	args       []string      // the arguments after the flags
 
 	clock clock.Clock // the clock decisions read: wallClock, or stopped at --now
@@ -106,6 +110,12 @@ func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return checkFailed(err, stdout, stderr)
 	}
 	defer closer.Close()
+	if o.reset {
+		if err := o.resetKeys(st); err != nil {
+			return checkFailed(err, stdout, stderr)
+		}
+		return exitOK
+	}
 	md, err := o.decide(st)
 	if err != nil {
 		return checkFailed(err, stdout, stderr)
@@ -126,6 +136,7 @@ func parseCheckArgs(args []string) (*checkOptions, error) {
 	fs.DurationVar(&o.maxWait, "max-wait", 0, "")
 	fs.StringVar(&o.nowText, "now", "", "")
 	fs.BoolVar(&o.asJSON, "json", false, "")
+	fs.BoolVar(&o.reset, "reset", false, "")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -149,6 +160,8 @@ func (o *checkOptions) validate() error {
 		return fmt.Errorf("--max-wait %v: a wait cannot be negative", o.maxWait)
 	case o.maxWait > 0 && !o.wait:
 		return errors.New("--max-wait needs --wait")
+	case o.reset && (o.wait || o.asJSON || o.cost != 1):
+		return errors.New("--reset decides nothing: not with --wait, --json or --cost")
 	}
 	return o.setClock()
 }
@@ -238,6 +251,22 @@ func (o *checkOptions) decide(st store.Store) (floodgate.MultiDecision, error) {
 		return md, usageError{err}
 	}
 	return md, err
+}
+
+// resetKeys forgets the state of every limit's key under its policy: the
+// keys start afresh. A key whose stored state is damaged is reset too,
+// without being read.
+func (o *checkOptions) resetKeys(st store.Store) error {
+	for _, l := range o.limits {
+		lim, err := floodgate.NewLimiter(l.policy, floodgate.WithStore(st), floodgate.WithClock(o.clock))
+		if err == nil {
+			err = lim.Reset(context.Background(), l.key)
+		}
+		if err != nil {
+			return fmt.Errorf("--reset %q under %q: %w", l.key, l.policy, err)
+		}
+	}
+	return nil
 }
 
 // report writes the decision md on stdout as check's flags ask, and

@@ -18,6 +18,7 @@ import (
 
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/redistest"
+	"go.etcd.io/bbolt"
 )
 
 // t0 is the tests' start of time, as --now takes it.
@@ -316,4 +317,54 @@ func BenchmarkCheckProcess(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "processes/s")
+}
+
+// check --reset forgets a key's state, so that it starts afresh, even when
+// the stored state is damaged and check itself cannot read it.
+func TestCheckReset(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "state.db")
+	store := "--store=file:" + file
+	check := func(args ...string) checkRun {
+		return runBinary(t, nil, append([]string{"check", store, at(0), "--policy", "fixed-window 2/1h"}, args...)...)
+	}
+	wantRun(t, "first", check("k"), 0, "")
+	wantRun(t, "second", check("k"), 0, "")
+	wantRun(t, "third", check("k"), 1, "3600\n")
+	wantRun(t, "--reset", check("--reset", "k"), 0, "")
+	wantRun(t, "after --reset", check("k"), 0, "")
+
+	// Damage every stored state of the file.
+	db, err := bbolt.Open(file, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+			var keys [][]byte
+			b.ForEach(func(k, v []byte) error {
+				if v != nil {
+					keys = append(keys, bytes.Clone(k))
+				}
+				return nil
+			})
+			for _, k := range keys {
+				if err := b.Put(k, []byte{0xff, 0xee, 0xdd}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := check("k"); got.code != 2 || !strings.Contains(got.stderr, "corrupt") {
+		t.Errorf("a check on a damaged state: exit %d, %q; want 2, naming the damage", got.code, got.stderr)
+	}
+	wantRun(t, "--reset of a damaged state", check("--reset", "k"), 0, "")
+	wantRun(t, "after that --reset", check("k"), 0, "")
+	if got := check("--reset", "--wait", "k"); got.code != 2 || !strings.Contains(got.stderr, "--reset decides nothing") {
+		t.Errorf("--reset --wait: exit %d %q", got.code, got.stderr)
+	}
 }
