@@ -8,13 +8,19 @@ FUZZTIME ?= 30s
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEADCODE ?= $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0
 
-.PHONY: test check-go vet lint redis build fuzz bench
+.PHONY: test check-go vet lint redis build fuzz bench chaos
 
 ## test: vet, gofmt, lint, and every test with the race detector, the Redis tests against real
 ## redis-servers; then the bench module's tests (the middleware's loopback load test among them)
 test: check-go vet lint redis
 	$(GO) test -race ./...
 	cd bench && $(GO) test -race ./...
+
+## chaos: the fault suite alone: the tests named TestChaos*, which stop, kill and restart real
+## redis-servers and Cluster masters, damage a running store's file, kill check processes and flood
+## the memory store with keys. make test runs them too, with everything else.
+chaos: check-go redis
+	$(GO) test -race -count=1 -run Chaos ./...
 
 ## redis: redis-server and redis-cli for the Redis tests (internal/redistest), installed with apt-get when
 ## missing and make runs as root; otherwise it says how to get them. It never fails: without them the Redis
