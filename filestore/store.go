@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	"github.com/floodgate/floodgate/internal/tablename"
 	"github.com/floodgate/floodgate/store"
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Store keeps floodgate's state in one file, shared by every process that
@@ -27,8 +27,13 @@ type Store struct {
 
 	// mu is held by the transaction in progress, and by Close.
 	mu     sync.Mutex
-	db     *bolt.DB // WithHold: open from Open to Close
+	held   *handle // WithHold: the file, open until Close or damage
 	closed bool
+	// damaged, when not nil, is the file as it was when opening it
+	// panicked, and damagedErr the error: calls fail with it, without
+	// opening the file, until the file changes (see handle.go).
+	damaged    os.FileInfo
+	damagedErr error
 	// policies maps the name of each table bucket that a sweep has met to
 	// its policy; nil for a bucket that is not a table's.
 	policies map[string]*algo.Policy
@@ -48,11 +53,12 @@ type tableKey struct {
 const fileMode = 0o666
 
 // Open returns a Store keeping state in the file at path. It creates the
-// file when it is missing (not its directory, nor anything else), and
-// fails when the file is not a bbolt database (ErrCorrupt), or stays
-// locked by others past the lock timeout (ErrLocked). Unless WithHold is
-// given, it leaves the file closed until the first call; close the Store
-// with Close.
+// file when no file is at path (not its directory, nor anything else), and
+// fails when the file there is not a floodgate store (ErrNotStore: an
+// empty file, another program's, another program's bbolt database), is
+// damaged (ErrCorrupt), or stays locked by others past the lock timeout
+// (ErrLocked). Unless WithHold is given, it leaves the file closed until
+// the first call; close the Store with Close.
 func Open(path string, opts ...Option) (*Store, error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -62,41 +68,22 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{path: path, cfg: cfg, tables: make(map[tableKey]*table), policies: make(map[string]*algo.Policy)}
 	s.batcher = newBatcher(s, defaultMaxBatch)
-	db, err := s.open(&waiter{store: s, start: time.Now()})
+	h, err := s.open(&waiter{store: s, start: time.Now()})
 	if err != nil {
 		return nil, err
 	}
+	if err := s.guard("reading", func() error { return h.db.View(isStore) }); err != nil {
+		h.close()
+		return nil, fmt.Errorf("filestore: %s: %w", path, err)
+	}
 	if cfg.hold {
-		s.db = db
+		s.held = h
 		return s, nil
 	}
-	if err := db.Close(); err != nil {
+	if err := h.db.Close(); err != nil {
 		return nil, fmt.Errorf("filestore: closing %s: %w", path, err)
 	}
 	return s, nil
-}
-
-// open opens the file, waiting while others hold it as w says.
-func (s *Store) open(w *waiter) (*bolt.DB, error) {
-	opts := *bolt.DefaultOptions
-	// Where lockingOpen takes the lock, bbolt's own attempt succeeds at
-	// once; elsewhere bbolt waits for it (0 would mean for ever).
-	opts.OpenFile = lockingOpen(w)
-	opts.Timeout = max(s.cfg.lockTimeout, 1)
-	db, err := bolt.Open(s.path, fileMode, &opts)
-	switch {
-	case err == nil:
-		return db, nil
-	case errors.Is(err, errAbandoned):
-		return nil, err
-	case errors.Is(err, berrors.ErrTimeout):
-		return nil, s.locked()
-	case errors.Is(err, ErrLocked):
-		return nil, err
-	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
-		return nil, fmt.Errorf("filestore: opening %s: %w: %w", s.path, ErrCorrupt, err)
-	}
-	return nil, fmt.Errorf("filestore: opening %s: %w", s.path, err)
 }
 
 func (s *Store) locked() error {
@@ -163,12 +150,12 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	if s.db == nil {
+	if s.held == nil {
 		return nil
 	}
-	db := s.db
-	s.db = nil
-	if err := db.Close(); err != nil {
+	h := s.held
+	s.held = nil
+	if err := h.db.Close(); err != nil {
 		return fmt.Errorf("filestore: closing %s: %w", s.path, err)
 	}
 	return nil
@@ -330,25 +317,24 @@ func (s *Store) run(calls []*call) {
 		fail(batch.Take(calls), fmt.Errorf("filestore: %s: %w", s.path, ErrClosed))
 		return
 	}
-	db := s.db
-	if db == nil {
+	h := s.held
+	if h == nil {
 		var err error
-		if db, err = s.open(&waiter{store: s, start: time.Now(), calls: calls}); err != nil {
+		if h, err = s.open(&waiter{store: s, start: time.Now(), calls: calls}); err != nil {
 			if !errors.Is(err, errAbandoned) {
 				fail(batch.Take(calls), err)
 			}
 			return
 		}
-		// After a commit the decisions stand, whatever Close says: the
-		// kernel drops the lock with the descriptor anyway.
-		defer db.Close()
 	}
-	if calls = batch.Take(calls); len(calls) == 0 {
-		return
+	health := intact
+	if calls = batch.Take(calls); len(calls) > 0 {
+		var err error
+		if health, err = s.transact(h, calls); err != nil {
+			fail(calls, err)
+		}
 	}
-	if err := s.transact(db, calls); err != nil {
-		fail(calls, err)
-	}
+	s.release(h, health)
 }
 
 // fail sets err as the error of calls.
@@ -360,11 +346,44 @@ func fail(calls []*call, err error) {
 
 // transact carries out calls in one read-write transaction of db. It
 // returns an error, with nothing changed, when the transaction failed as a
-// whole; a call that failed alone has its own error.
-func (s *Store) transact(db *bolt.DB, calls []*call) error {
-	tx, err := db.Begin(true)
-	if err != nil {
-		return fmt.Errorf("filestore: %s: beginning a transaction: %w", s.path, err)
+// whole; a call that failed alone has its own error. A panic (bbolt's on a
+// damaged page) is an error wrapping ErrCorrupt, the transaction rolled
+// back; health says what became of db.
+func (s *Store) transact(h *handle, calls []*call) (health, error) {
+	var tx *bolt.Tx
+	err := s.guard("reading", func() error {
+		if h.file != nil && s.held != nil { // the file may have changed since Open
+			if err := checkFreelist(h.file); err != nil {
+				return err
+			}
+		}
+		var err error
+		if tx, err = h.db.Begin(true); err != nil {
+			return fmt.Errorf("beginning a transaction: %w", err)
+		}
+		return s.carry(tx, calls)
+	})
+	if err == nil {
+		return intact, nil
+	}
+	hl := intact
+	if errors.Is(err, ErrCorrupt) {
+		hl = damagedFile
+	}
+	if tx != nil && tx.DB() != nil { // not committed nor rolled back
+		if s.guard("rolling back", tx.Rollback) != nil {
+			hl = stuck
+		}
+	}
+	return hl, fmt.Errorf("filestore: %s: %w", s.path, err)
+}
+
+// carry carries out calls in tx, a read-write transaction, and commits it
+// when they changed something; otherwise, or on an error, it rolls it back.
+func (s *Store) carry(tx *bolt.Tx, calls []*call) error {
+	if err := isStore(tx); err != nil {
+		tx.Rollback()
+		return err
 	}
 	x := txn{store: s, tx: tx, slots: make(map[slotKey]*slot)}
 	for _, c := range calls {
@@ -376,13 +395,10 @@ func (s *Store) transact(db *bolt.DB, calls []*call) error {
 	}
 	if err != nil || !dirty {
 		tx.Rollback()
-		if err != nil {
-			return fmt.Errorf("filestore: %s: %w", s.path, err)
-		}
-		return nil
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("filestore: %s: committing: %w", s.path, err)
+		return fmt.Errorf("committing: %w", err)
 	}
 	return nil
 }

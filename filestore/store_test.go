@@ -375,7 +375,7 @@ func TestCorruptValue(t *testing.T) {
 	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 1000)), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := filestore.Open(junk); !errors.Is(err, filestore.ErrCorrupt) || !strings.Contains(err.Error(), junk) {
+	if _, err := filestore.Open(junk); !errors.Is(err, filestore.ErrNotStore) || !strings.Contains(err.Error(), junk) {
 		t.Fatalf("Open of a file that is not a database: %v", err)
 	}
 }
