@@ -57,6 +57,28 @@
 // wrote is an error wrapping ErrCorrupt that names the key, and its call
 // changes nothing; an OpReset on the key deletes it.
 //
+// # Damage
+//
+// A file damaged otherwise (a page overwritten, a file truncated under a
+// process) fails each call that reads the damage with an error wrapping
+// ErrCorrupt that names the file and says what bbolt found; the call's
+// transaction is rolled back and the file's lock released, so other
+// processes go on, and nothing hangs or panics. The next call opens the
+// file afresh, so a copy restored in its place is used again at once,
+// without a restart; while opening fails, a Store does not open the file
+// again until it changes. A process that saves a copy now and then (a
+// file of a few pages is copied in a moment) can so recover from a
+// damaged disk block. bbolt trusts the headers of its pages; garbage that
+// happens to look like one may still mislead it.
+//
+// The store creates its file only where there is none: it writes the new
+// store beside the path and links it into place, so a file at the path is
+// never a store in the making. An existing file that is not a floodgate
+// store (an empty file, bytes that are not a bbolt database, or another
+// program's bbolt database) is refused with ErrNotStore and left as it
+// is, never made a new store in its place. A bbolt database that holds
+// nothing is taken up. To start afresh, remove the file.
+//
 // # Layout
 //
 // Each limiter (name and policy) has a bbolt bucket of its own, named as
@@ -65,8 +87,9 @@
 // is the key's algo.State in its binary form. A key, so stored, may be up
 // to 32 KiB (bolt.MaxKeySize); a longer one is an error wrapping
 // store.ErrInvalidKey. The bucket "%floodgate" holds the store's own
-// records. A new file gets mode 0666 less the umask, as os.Create gives:
-// every user whose programs share the limits must be able to write it.
+// records: the format, the sweep's position and each table's clock. A new
+// file gets mode 0666 less the umask, as os.Create gives: every user whose
+// programs share the limits must be able to write it.
 //
 // # Size
 //
@@ -74,13 +97,24 @@
 // file does not grow without bound. A call that finds a key drained, as
 // of its operation's time, deletes it, and each transaction that writes
 // also looks at 32 other keys, going round the file from where the last
-// one stopped, and deletes those drained as of its latest operation's
-// time; a table left empty goes too. Dropping a
-// drained state changes no decision. (Processes whose clocks disagree
-// sweep by the one furthest ahead: one behind it may find a key fresh a
-// little before its own clock says it drained, as the memory store does
-// when time steps back.) The space freed is reused; bbolt never shrinks
-// the file.
+// one stopped, and deletes those drained as of their own table's clock:
+// the latest time that the ops on that table used (kept in the file, per
+// table). A table left empty goes too, with its clock. So an op on one
+// table never deletes another table's state: floodgate check --now in
+// 2030 on one policy, or a simulate run of a future trace, leaves alone
+// the keys of a policy decided at the real time, and the other way round.
+// A table with no clock yet (a file of an older version) is not swept
+// until an op on it writes one.
+//
+// Dropping a drained state changes no decision as long as the times of a
+// table's ops do not step back past it: processes whose clocks disagree a
+// little may find a key fresh a little before their own clock says it
+// drained, as the memory store does when time steps back. But one table
+// used at two clocks far apart, say once with --now years ahead and then
+// at the real time, is swept by the one furthest ahead, and a key deleted
+// so decides afresh at the real time: give a far-off time its own table
+// (a limiter name of its own, or a file of its own). The space freed is
+// reused; bbolt never shrinks the file.
 //
 // # Holding the file
 //

@@ -458,9 +458,16 @@ func TestDrainedKeysDeleted(t *testing.T) {
 	if total != perTable*len(policies) {
 		t.Fatalf("%d keys stored, want %d", total, perTable*len(policies))
 	}
-	// Three minutes later every state has drained; a few calls on one
-	// table sweep the rest.
+	// Three minutes later every state has drained; a call on each table
+	// moves its clock there, and a few calls on another sweep the rest.
 	later := t0 + 3*time.Minute.Nanoseconds()
+	want := map[string]int{}
+	for _, pol := range policies {
+		if _, err := table(t, s, "t", pol).Decide(ctx, "new", later, 1); err != nil {
+			t.Fatal(err)
+		}
+		want["t@"+pol] = 1
+	}
 	live := table(t, s, "live", "fixed-window 5/1m")
 	calls := (perTable*len(policies))/filestore.SweepKeys + 2
 	for i := range calls {
@@ -468,9 +475,9 @@ func TestDrainedKeysDeleted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := keyCounts(t, path)
-	if len(got) != 1 || got["live@fixed-window 5/1m"] != calls {
-		t.Fatalf("after %d calls: %v, want only the %d live keys", calls, got, calls)
+	want["live@fixed-window 5/1m"] = calls
+	if got := keyCounts(t, path); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after %d calls: %v, want only the live keys, %v", calls, got, want)
 	}
 	// A peek at a drained key deletes it too; a live key stays.
 	hourly := table(t, s, "hourly", "fixed-window 5/1h")
@@ -550,5 +557,44 @@ func TestWaitingCallsShareATransaction(t *testing.T) {
 	}
 	if n := txid() - before; n != 2 {
 		t.Errorf("%d transactions for 100 calls (1 waiting for the lock, 99 queued), want 2", n)
+	}
+}
+
+// Each table is swept by its own clock, the latest time its own ops used:
+// ops far in the future on one table (floodgate check --now 2030-01-01,
+// or a simulate run of a future trace) delete nothing of another table
+// decided at the real time, and ops at the real time delete nothing of a
+// table whose times are in the future.
+func TestSweepGoesByEachTablesClock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	real := table(t, s, "sms", "sliding-log 3/1h")
+	for range 3 {
+		if d, err := real.Decide(ctx, "k", t0, 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v %v", d, err)
+		}
+	}
+	future := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	sim := table(t, s, "sim", "token-bucket 10/1h")
+	if _, err := sim.Decide(ctx, "x", future, 10); err != nil {
+		t.Fatal(err)
+	}
+	// Enough writes on each table for the sweep to go round the file.
+	for i := range 3 * filestore.SweepKeys {
+		if _, err := sim.Decide(ctx, fmt.Sprint("f", i), future, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := table(t, s, "other", "fixed-window 1/1s").Decide(ctx, fmt.Sprint("r", i), t0+int64(i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := real.Decide(ctx, "k", t0+time.Minute.Nanoseconds(), 1); err != nil || d.Allowed {
+		t.Fatalf("a 4th sliding-log 3/1h event within the hour: %+v %v, want refused", d, err)
+	}
+	if d, err := sim.Decide(ctx, "x", future, 1); err != nil || d.Allowed {
+		t.Fatalf("the simulated key, spent in 2030: %+v %v, want refused", d, err)
+	}
+	if n := keyCounts(t, path)["sim@token-bucket 10/1h"]; n != 1+3*filestore.SweepKeys {
+		t.Fatalf("%d keys left of the simulated table, want all %d", n, 1+3*filestore.SweepKeys)
 	}
 }

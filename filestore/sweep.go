@@ -14,16 +14,21 @@ import (
 const sweepKeys = 32
 
 // sweep looks at up to n keys of the file, from where the last sweep
-// stopped (kept in the file), and deletes those drained as of the
-// transaction's latest time, other than the keys of this transaction. Such
-// a key would decide as a missing one does, so this changes no decision.
+// stopped (kept in the file), and deletes those drained as of their own
+// table's clock (the latest time its ops used, kept in the file), other
+// than the keys of this transaction. Such a key would decide as a missing
+// one does at that time, so this changes no decision of a caller whose
+// time does not step back. A table that has no clock yet is left alone.
 func (x *txn) sweep(n int) error {
-	if !x.seen {
+	if len(x.latest) == 0 {
 		return nil
 	}
 	meta, err := x.tx.CreateBucketIfNotExists(metaBucket)
 	if err != nil {
 		return fmt.Errorf("creating the bucket %q: %w", metaBucket, err)
+	}
+	if err := x.keepClocks(meta); err != nil {
+		return err
 	}
 	w := x.startSweep(meta.Get(sweepCursor))
 	w.walk(n)
@@ -38,7 +43,8 @@ type sweepWalk struct {
 	root       *bolt.Cursor
 	start      []byte // the table the walk started in; nil for the first
 	name, from []byte
-	wrapped    bool // past the last table, the walk went on from the first
+	wrapped    bool  // past the last table, the walk went on from the first
+	clock      int64 // the clock of the table the walk is in
 	dels       []sweptKey
 	emptied    [][]byte // tables that lost keys, to drop if now empty
 }
@@ -63,8 +69,9 @@ func (x *txn) startSweep(cursor []byte) *sweepWalk {
 func (w *sweepWalk) walk(n int) {
 	for n > 0 && w.table() {
 		p, b := w.x.store.policyOf(w.name), w.x.tx.Bucket(w.name)
-		if p == nil || b == nil {
-			n-- // not a table of the store
+		var ok bool
+		if w.clock, ok = w.x.clock(w.name); p == nil || b == nil || !ok {
+			n-- // not a table of the store, or no clock to sweep it by
 			w.next()
 			continue
 		}
@@ -123,7 +130,7 @@ func (w *sweepWalk) scan(b *bolt.Bucket, p *algo.Policy, n int) ([]byte, int) {
 }
 
 // drained reports whether key k, with value v, of the table the walk is
-// in has drained as of the transaction's latest time. A nested bucket (not
+// in has drained as of the table's clock. A nested bucket (not
 // the store's), a key of this transaction and a value that is not the
 // store's are left alone: a caller of its key will find them.
 func (w *sweepWalk) drained(p *algo.Policy, k, v []byte) bool {
@@ -134,7 +141,7 @@ func (w *sweepWalk) drained(p *algo.Policy, k, v []byte) bool {
 	if s.UnmarshalBinary(v) != nil || v[1] != byte(p.Algorithm()) {
 		return false
 	}
-	return p.ResetAt(&s) <= w.x.latest
+	return p.ResetAt(&s) <= w.clock
 }
 
 // finish deletes the drained keys the walk found, drops the tables they
@@ -171,4 +178,57 @@ func decodeCursor(b []byte) (bucket, key []byte) {
 		return nil, nil
 	}
 	return b[w : w+int(n)], b[w+int(n):]
+}
+
+// clocksBucket, in metaBucket, maps the bucket name of each table to its
+// clock: the latest time its ops used (other than resets), by which its
+// keys are swept, as 8 bytes big-endian.
+var clocksBucket = []byte("clocks")
+
+// keepClocks puts in the file the clocks of the tables this transaction
+// moved forward.
+func (x *txn) keepClocks(meta *bolt.Bucket) error {
+	b, err := meta.CreateBucketIfNotExists(clocksBucket)
+	if err != nil {
+		return fmt.Errorf("creating the bucket %q: %w", clocksBucket, err)
+	}
+	for name, at := range x.latest {
+		if v := b.Get([]byte(name)); len(v) == 8 && int64(binary.BigEndian.Uint64(v)) >= at {
+			continue
+		}
+		if err := b.Put([]byte(name), binary.BigEndian.AppendUint64(nil, uint64(at))); err != nil {
+			return fmt.Errorf("writing the clock of table %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// clock returns the clock of the table whose bucket is named name, and
+// whether it has one.
+func (x *txn) clock(name []byte) (int64, bool) {
+	at, ok := x.latest[string(name)]
+	if meta := x.tx.Bucket(metaBucket); meta != nil {
+		if b := meta.Bucket(clocksBucket); b != nil {
+			if v := b.Get(name); len(v) == 8 {
+				at, ok = max(at, int64(binary.BigEndian.Uint64(v))), true
+			}
+		}
+	}
+	return at, ok
+}
+
+// forgetClock deletes the clock of a table whose bucket is gone.
+func (x *txn) forgetClock(name []byte) error {
+	meta := x.tx.Bucket(metaBucket)
+	if meta == nil {
+		return nil
+	}
+	b := meta.Bucket(clocksBucket)
+	if b == nil {
+		return nil
+	}
+	if err := b.Delete(name); err != nil {
+		return fmt.Errorf("deleting the clock of table %q: %w", name, err)
+	}
+	return nil
 }

@@ -13,11 +13,12 @@ import (
 // txn is the work of one read-write transaction: the calls' ops carried
 // out on the keys' states in memory, then the changed states written.
 type txn struct {
-	store  *Store
-	tx     *bolt.Tx
-	slots  map[slotKey]*slot
-	latest int64 // the latest time of an op carried out
-	seen   bool  // latest is set
+	store *Store
+	tx    *bolt.Tx
+	slots map[slotKey]*slot
+	// latest maps the bucket of each table an op used to the latest time
+	// of its ops (other than resets): the time its sweep goes by.
+	latest map[string]int64
 }
 
 type slotKey struct {
@@ -79,7 +80,6 @@ func (x *txn) carry(ops []store.Op) error {
 	var buf [4]work
 	ws := buf[:0]
 	denied := false
-	var latest int64
 	for i := range ops {
 		op := &ops[i]
 		t := op.Table.(*table)
@@ -108,7 +108,7 @@ func (x *txn) carry(ops []store.Op) error {
 			return fmt.Errorf("filestore: op %d on %q: %w", i, op.Key, err)
 		}
 		if op.Kind != store.OpReset { // a reset's time goes unchecked and unused
-			latest = max(latest, op.Now)
+			x.note(t, op.Now)
 		}
 		if !ok {
 			denied = true
@@ -118,7 +118,6 @@ func (x *txn) carry(ops []store.Op) error {
 			*s = algo.State{}
 		}
 	}
-	x.latest, x.seen = max(x.latest, latest), true
 	if denied {
 		return nil
 	}
@@ -126,6 +125,16 @@ func (x *txn) carry(ops []store.Op) error {
 		w.sl.s, w.sl.changed, w.sl.err = w.s, true, nil
 	}
 	return nil
+}
+
+// note records that an op on t used the time now.
+func (x *txn) note(t *table, now int64) {
+	if x.latest == nil {
+		x.latest = make(map[string]int64)
+	}
+	if at, ok := x.latest[string(t.bucket)]; !ok || now > at {
+		x.latest[string(t.bucket)] = now
+	}
 }
 
 // write puts the changed states in the file, deletes the dropped ones, and
@@ -222,6 +231,9 @@ func (x *txn) dropEmpty(buckets [][]byte) error {
 		}
 		if err := x.tx.DeleteBucket(name); err != nil {
 			return fmt.Errorf("deleting the empty table %q: %w", name, err)
+		}
+		if err := x.forgetClock(name); err != nil {
+			return err
 		}
 	}
 	return nil
