@@ -17,6 +17,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/filestore"
 	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
@@ -34,7 +35,10 @@ programs that run again and again and share their limits:
 
 Exit status: 0 admitted; 1 limited, with the seconds to wait printed on
 standard output (whole seconds, rounded up); 2 for a bad flag, policy or
-cost, or a store that fails (a message on standard error).
+cost, or a store that fails (a message on standard error): a state file
+that is damaged, or not floodgate's (such as an empty file), is such a
+failure, and is never replaced; restore it from a copy, or remove it to
+start afresh.
 
 Several --limit pairs are checked all or nothing: the event is admitted
 only if every limit admits it, and then each spends the cost; if one
@@ -64,7 +68,11 @@ Flags:
                     (such as 30s or 5m; default: no bound)
   --now T           decide at T (Unix seconds, or RFC 3339 such as
                     2026-11-23T15:04:05Z) instead of now: for replaying
-                    events and for tests; not with --wait
+                    events and for tests; not with --wait. The file store
+                    deletes a policy's drained keys by the latest time
+                    that policy's own checks used: a --now far ahead
+                    leaves other policies alone, but keys of its own
+                    policy then count as drained; give it another file
   --reset           forget the state of KEY under POLICY (of each --limit),
                     deciding nothing: the key starts afresh (exit 0); a key
                     whose stored state is damaged is reset without reading it
@@ -214,7 +222,8 @@ func (o *checkOptions) setClock() error {
 }
 
 // openStore opens the store of --store, else of $FLOODGATE_STORE, else
-// the state file. A store that cannot be opened is a usageError.
+// the state file. A store that cannot be opened is a usageError, except a
+// file that is there but damaged, not a store, or locked too long.
 func (o *checkOptions) openStore() (store.Store, io.Closer, error) {
 	url, err := checkStoreURL(o.storeURL)
 	if err != nil {
@@ -225,7 +234,10 @@ func (o *checkOptions) openStore() (store.Store, io.Closer, error) {
 		extra = append(extra, redisstore.WithCallerTime()) // Redis decides at --now, not on its clock
 	}
 	st, closer, err := storeurl.Open(url, extra...)
-	if err != nil {
+	switch {
+	case errors.Is(err, filestore.ErrCorrupt), errors.Is(err, filestore.ErrNotStore), errors.Is(err, filestore.ErrLocked):
+		return nil, nil, err // the file is there, but unusable: a store error
+	case err != nil:
 		from := "--store"
 		if o.storeURL == "" {
 			from = "$FLOODGATE_STORE" // the state file always opens, or fails elsewhere

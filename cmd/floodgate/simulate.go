@@ -75,6 +75,10 @@ Flags:
                      of the run's own, deleted at the end (or an hour after a
                      run that was killed). A file keeps the state the run
                      ends with: a later run on the same file starts there.
+                     Drained keys are deleted by each policy's own latest
+                     time, so checks at the real time on other policies
+                     leave a run's state alone; a policy used at both
+                     times is swept by the later one
   --input-format F   the trace's format: native (the default, above), clf
                      or combined
   --key FIELD        with clf and combined, what a request's key is: host
