@@ -109,12 +109,16 @@
 // Dropping a drained state changes no decision as long as the times of a
 // table's ops do not step back past it: processes whose clocks disagree a
 // little may find a key fresh a little before their own clock says it
-// drained, as the memory store does when time steps back. But one table
-// used at two clocks far apart, say once with --now years ahead and then
-// at the real time, is swept by the one furthest ahead, and a key deleted
-// so decides afresh at the real time: give a far-off time its own table
-// (a limiter name of its own, or a file of its own). The space freed is
-// reused; bbolt never shrinks the file.
+// drained, as the memory store does when time steps back. One table used
+// at two clocks far apart (once with --now years ahead, then at the real
+// time) is swept by the one furthest ahead; so that no key it deleted is
+// admitted afresh at the real time, each table keeps a horizon, 64 times
+// chosen by a hash of the key (512 bytes, kept after the table goes),
+// the latest time a key the sweep deleted had drained: a key missing from
+// the file and asked for units before its slot's time is refused until
+// then. Keys that share a slot may be refused for that long too; a
+// horizon in the past costs nothing. The space freed is reused; bbolt
+// never shrinks the file.
 //
 // # Holding the file
 //

@@ -598,3 +598,46 @@ func TestSweepGoesByEachTablesClock(t *testing.T) {
 		t.Fatalf("%d keys left of the simulated table, want all %d", n, 1+3*filestore.SweepKeys)
 	}
 }
+
+// One table used at two clocks far apart: ops years ahead sweep keys the
+// real time has not seen drain, and those keys, read again at the real
+// time, are refused until they would have drained (their slot of the
+// table's horizon), never admitted afresh; later they decide as new.
+func TestOneTableTwoClocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openStore(t, path)
+	tb := table(t, s, "sms", "sliding-log 3/1h")
+	for range 3 {
+		if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || !d.Allowed {
+			t.Fatalf("%+v %v", d, err)
+		}
+	}
+	future := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for i := range 3 * filestore.SweepKeys {
+		if _, err := tb.Decide(ctx, fmt.Sprint("f", i), future, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := keyCounts(t, path)["sms@sliding-log 3/1h"]; n != 3*filestore.SweepKeys {
+		t.Fatalf("%d keys in the table, want the %d of 2030 (k swept)", n, 3*filestore.SweepKeys)
+	}
+	minute, hour := time.Minute.Nanoseconds(), time.Hour.Nanoseconds()
+	d, err := tb.Decide(ctx, "k", t0+minute, 1)
+	if err != nil || d.Allowed || d.RetryAfter != 59*time.Minute {
+		t.Fatalf("a 4th event within the hour after k was swept: %+v %v, want refused for 59m", d, err)
+	}
+	admitted := 0
+	for i := range 8 { // new keys: most fall in other slots
+		if d, err := tb.Decide(ctx, fmt.Sprint("new", i), t0+minute, 1); err != nil {
+			t.Fatal(err)
+		} else if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted == 0 {
+		t.Fatal("every new key refused")
+	}
+	if d, err := tb.Decide(ctx, "k", t0+hour, 3); err != nil || !d.Allowed {
+		t.Fatalf("k once its events have left the hour: %+v %v", d, err)
+	}
+}

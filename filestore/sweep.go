@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/floodgate/floodgate/algo"
 	bolt "go.etcd.io/bbolt"
@@ -49,7 +50,10 @@ type sweepWalk struct {
 	emptied    [][]byte // tables that lost keys, to drop if now empty
 }
 
-type sweptKey struct{ bucket, key []byte }
+type sweptKey struct {
+	bucket, key []byte
+	resetAt     int64 // when its state drained
+}
 
 // startSweep starts a walk where the cursor stored in the file says.
 func (x *txn) startSweep(cursor []byte) *sweepWalk {
@@ -118,8 +122,8 @@ func (w *sweepWalk) scan(b *bolt.Bucket, p *algo.Policy, n int) ([]byte, int) {
 	deleted := false
 	for ; k != nil && n > 0; k, v = c.Next() {
 		n--
-		if w.drained(p, k, v) {
-			w.dels = append(w.dels, sweptKey{bytes.Clone(w.name), bytes.Clone(k)})
+		if at, ok := w.drained(p, k, v); ok {
+			w.dels = append(w.dels, sweptKey{bytes.Clone(w.name), bytes.Clone(k), at})
 			deleted = true
 		}
 	}
@@ -130,18 +134,19 @@ func (w *sweepWalk) scan(b *bolt.Bucket, p *algo.Policy, n int) ([]byte, int) {
 }
 
 // drained reports whether key k, with value v, of the table the walk is
-// in has drained as of the table's clock. A nested bucket (not
+// in has drained as of the table's clock, and when it did. A nested bucket (not
 // the store's), a key of this transaction and a value that is not the
 // store's are left alone: a caller of its key will find them.
-func (w *sweepWalk) drained(p *algo.Policy, k, v []byte) bool {
+func (w *sweepWalk) drained(p *algo.Policy, k, v []byte) (resetAt int64, ok bool) {
 	if v == nil || w.x.has(w.name, k) {
-		return false
+		return 0, false
 	}
 	var s algo.State
 	if s.UnmarshalBinary(v) != nil || v[1] != byte(p.Algorithm()) {
-		return false
+		return 0, false
 	}
-	return p.ResetAt(&s) <= w.clock
+	at := p.ResetAt(&s)
+	return at, at <= w.clock
 }
 
 // finish deletes the drained keys the walk found, drops the tables they
@@ -152,6 +157,9 @@ func (w *sweepWalk) finish(meta *bolt.Bucket) error {
 		if err := w.x.tx.Bucket(d.bucket).Delete(d.key); err != nil {
 			return fmt.Errorf("deleting the drained key %q of table %q: %w", d.key, d.bucket, err)
 		}
+	}
+	if err := w.x.keepHorizons(meta, w.dels); err != nil {
+		return err
 	}
 	if err := w.x.dropEmpty(w.emptied); err != nil {
 		return err
@@ -231,4 +239,73 @@ func (x *txn) forgetClock(name []byte) error {
 		return fmt.Errorf("deleting the clock of table %q: %w", name, err)
 	}
 	return nil
+}
+
+// A table's horizon keeps, in horizonSlots slots chosen by a hash of the
+// key, the latest time at which a key the sweep deleted had drained. The
+// sweep goes by the table's clock, and a caller whose time is behind it
+// (the same table used once with a time far ahead, then at the real time)
+// could find a key deleted that, at its own time, had not drained: such a
+// key, missing, decides as refused until its slot's time (txn.horizon).
+// Keys that share a slot can only be refused longer, never admitted more.
+const horizonSlots = 64
+
+// horizonsBucket, in metaBucket, maps the bucket name of each table the
+// sweep deleted keys of to its horizon: horizonSlots times, 8 bytes
+// big-endian each. It outlives the table, whose deleted keys may come
+// back.
+var horizonsBucket = []byte("horizons")
+
+// horizonSlot returns the slot of a stored key.
+func horizonSlot(stored []byte) int {
+	h := fnv.New32a()
+	h.Write(stored)
+	return int(h.Sum32() % horizonSlots)
+}
+
+// keepHorizons moves the horizons of the tables of dels to their keys'
+// times.
+func (x *txn) keepHorizons(meta *bolt.Bucket, dels []sweptKey) error {
+	if len(dels) == 0 {
+		return nil
+	}
+	b, err := meta.CreateBucketIfNotExists(horizonsBucket)
+	if err != nil {
+		return fmt.Errorf("creating the bucket %q: %w", horizonsBucket, err)
+	}
+	for _, d := range dels {
+		v := b.Get(d.bucket)
+		if len(v) != 8*horizonSlots {
+			v = make([]byte, 8*horizonSlots)
+		} else {
+			v = bytes.Clone(v)
+		}
+		i := 8 * horizonSlot(d.key)
+		if int64(binary.BigEndian.Uint64(v[i:])) >= d.resetAt {
+			continue
+		}
+		binary.BigEndian.PutUint64(v[i:], uint64(d.resetAt))
+		if err := b.Put(d.bucket, v); err != nil {
+			return fmt.Errorf("writing the horizon of table %q: %w", d.bucket, err)
+		}
+	}
+	return nil
+}
+
+// horizon returns the time in the horizon of the table whose bucket is
+// named bucket for the stored key k: 0 when there is none.
+func (x *txn) horizon(bucket, k []byte) int64 {
+	meta := x.tx.Bucket(metaBucket)
+	if meta == nil {
+		return 0
+	}
+	b := meta.Bucket(horizonsBucket)
+	if b == nil {
+		return 0
+	}
+	v := b.Get(bucket)
+	if len(v) != 8*horizonSlots {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v[8*horizonSlot(k):]))
 }

@@ -3,6 +3,7 @@ package filestore
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/tablename"
@@ -34,6 +35,7 @@ type slot struct {
 	s       algo.State // the state after the calls carried out so far
 	err     error      // the stored value is not a state of t's policy
 	changed bool       // a call went through on the key
+	horizon int64      // when absent: its table's horizon (keepHorizons)
 }
 
 // slot returns key's slot in t, reading its state from the file the first
@@ -51,6 +53,7 @@ func (x *txn) slot(t *table, key string) *slot {
 	}
 	v := b.Get(storedKey(key))
 	if v == nil {
+		sl.horizon = x.horizon(t.bucket, storedKey(key))
 		return sl
 	}
 	sl.stored = bytes.Clone(v)
@@ -103,6 +106,10 @@ func (x *txn) carry(ops []store.Op) error {
 			w = len(ws) - 1
 		}
 		s := &ws[w].s
+		if beyondHorizon(op, &t.policy, ws[w].sl, s) {
+			denied = true
+			continue
+		}
 		ok, err := op.Carry(&t.policy, s)
 		if err != nil {
 			return fmt.Errorf("filestore: op %d on %q: %w", i, op.Key, err)
@@ -125,6 +132,20 @@ func (x *txn) carry(ops []store.Op) error {
 		w.sl.s, w.sl.changed, w.sl.err = w.s, true, nil
 	}
 	return nil
+}
+
+// beyondHorizon reports whether op spends units of a key that the sweep
+// may have deleted before it had drained at op's time (its slot's horizon
+// is later), and if so refuses it until then: a key missing from the file,
+// that no call of the transaction has yet spent.
+func beyondHorizon(op *store.Op, p *algo.Policy, sl *slot, s *algo.State) bool {
+	if sl.horizon <= op.Now || sl.stored != nil || sl.changed || *s != (algo.State{}) ||
+		(op.Kind != store.OpDecide && op.Kind != store.OpSchedule) || op.N <= 0 || op.N > p.Burst() {
+		return false
+	}
+	wait := time.Duration(sl.horizon - op.Now)
+	op.Result = store.Result{Decision: algo.Decision{RetryAfter: wait, ResetAfter: wait}, At: op.Now}
+	return true
 }
 
 // note records that an op on t used the time now.

@@ -71,8 +71,9 @@ Flags:
                     events and for tests; not with --wait. The file store
                     deletes a policy's drained keys by the latest time
                     that policy's own checks used: a --now far ahead
-                    leaves other policies alone, but keys of its own
-                    policy then count as drained; give it another file
+                    leaves other policies alone; keys of its own policy
+                    so deleted are refused at the real time until they
+                    would have drained
   --reset           forget the state of KEY under POLICY (of each --limit),
                     deciding nothing: the key starts afresh (exit 0); a key
                     whose stored state is damaged is reset without reading it

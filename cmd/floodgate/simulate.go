@@ -77,8 +77,10 @@ Flags:
                      ends with: a later run on the same file starts there.
                      Drained keys are deleted by each policy's own latest
                      time, so checks at the real time on other policies
-                     leave a run's state alone; a policy used at both
-                     times is swept by the later one
+                     leave a run's state alone (a policy used at both
+                     times is swept by the later one, the keys it deletes
+                     refused at the earlier time until they would have
+                     drained there)
   --input-format F   the trace's format: native (the default, above), clf
                      or combined
   --key FIELD        with clf and combined, what a request's key is: host
