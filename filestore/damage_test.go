@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func corruptPages(t *testing.T, path string, kinds ...string) int {
 // ErrCorrupt, and nothing hangs; the lock is released, so another Store
 // gets the same error rather than ErrLocked; and once a copy of the file
 // is put back, calls use it again within a second, with the state it
-// held.
+// held, and no goroutine is left behind.
 func TestChaosCorruptPage(t *testing.T) {
 	for _, hold := range []bool{false, true} {
 		for _, kinds := range [][]string{{"leaf", "branch"}, {"freelist"}, {"leaf", "branch", "freelist"}} {
@@ -103,6 +104,7 @@ func testCorruptPage(t *testing.T, hold bool, kinds []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	goroutines := runtime.NumGoroutine()
 	n := corruptPages(t, path, kinds...)
 	for i := range 3 {
 		start := time.Now()
@@ -139,6 +141,9 @@ func testCorruptPage(t *testing.T, hold bool, kinds []string) {
 			t.Fatalf("still failing 1s after the restore: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond) // the restore is a real event
+	}
+	if g := runtime.NumGoroutine(); g > goroutines+2 {
+		t.Fatalf("%d goroutines after the damage and the restore, %d before", g, goroutines)
 	}
 	s.Close()
 	view(t, path, func(tx *bolt.Tx) error {
