@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -227,23 +228,11 @@ func isStore(tx *bolt.Tx) error {
 // there (an overflow count of billions) can make a commit run for ever.
 // Files whose metadata bbolt would refuse are left for bbolt to refuse.
 func checkFreelist(f *os.File) error {
-	var meta [2][72]byte
-	for i := range meta {
-		if _, err := f.ReadAt(meta[i][:], int64(i)*int64(len(meta[0]))); err != nil {
-			return nil // too short: bbolt says what is wrong
-		}
+	m, ok := currentMeta(f)
+	if !ok {
+		return nil // bbolt says what is wrong
 	}
-	// A page: id u64, flags u16, count u16, overflow u32; then the meta:
-	// magic u32, version u32, page size u32, flags u32, root bucket (root,
-	// sequence) u64 u64, freelist u64, pgid u64, txid u64.
 	le := binary.LittleEndian
-	m := meta[0][:]
-	if le.Uint64(meta[1][64:]) > le.Uint64(m[64:]) && le.Uint32(meta[1][16:]) == magic {
-		m = meta[1][:]
-	}
-	if le.Uint32(m[16:]) != magic {
-		return nil
-	}
 	size, id, pages := int64(le.Uint32(m[24:])), le.Uint64(m[48:]), le.Uint64(m[56:])
 	if id == freelistNone {
 		return nil
@@ -254,6 +243,40 @@ func checkFreelist(f *os.File) error {
 		return fmt.Errorf("%w: the freelist page (%d) is damaged", ErrCorrupt, id)
 	}
 	return nil
+}
+
+// currentMeta returns the meta page that bbolt goes by: of the two, at
+// pages 0 and 1, the valid one (magic, version and checksum) with the
+// higher transaction id. A process killed while writing one leaves the
+// other, which names the freelist of the last commit. A page is laid out
+// as: id u64, flags u16, count u16, overflow u32; then the meta: magic
+// u32, version u32, page size u32, flags u32, root bucket (root, sequence)
+// u64 u64, freelist u64, pgid u64, txid u64, checksum u64 (FNV-1a 64 of
+// the meta before it).
+func currentMeta(f *os.File) (meta []byte, ok bool) {
+	var m [2][80]byte
+	if _, err := f.ReadAt(m[0][:], 0); err != nil {
+		return nil, false
+	}
+	size := int64(os.Getpagesize()) // where bbolt looks when page 0 is invalid
+	if validMeta(m[0][:]) {
+		size = int64(binary.LittleEndian.Uint32(m[0][24:]))
+	}
+	if _, err := f.ReadAt(m[1][:], size); err != nil || !validMeta(m[1][:]) {
+		return m[0][:], validMeta(m[0][:])
+	}
+	if !validMeta(m[0][:]) || binary.LittleEndian.Uint64(m[1][64:]) > binary.LittleEndian.Uint64(m[0][64:]) {
+		return m[1][:], true
+	}
+	return m[0][:], true
+}
+
+// validMeta reports whether the page p holds a meta that bbolt accepts.
+func validMeta(p []byte) bool {
+	le := binary.LittleEndian
+	h := fnv.New64a()
+	h.Write(p[16:72])
+	return le.Uint32(p[16:]) == magic && le.Uint32(p[20:]) == 2 && le.Uint64(p[72:]) == h.Sum64()
 }
 
 // bbolt's file format: the magic number of a meta page, and the freelist
