@@ -93,6 +93,7 @@ func (p *proc) kill() {
 // stop sends SIGTERM, waits up to stopTimeout for p to exit, then kills it.
 func (p *proc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused server takes SIGTERM once it goes on
 	select {
 	case <-p.done:
 	case <-time.After(stopTimeout):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -208,4 +209,35 @@ func keyOn(t *testing.T, addr string) string {
 	}
 	t.Fatalf("no key of 1000 is served by %s", addr)
 	return ""
+}
+
+// A paused server answers nothing until it is resumed, and then answers
+// what waited; a paused server can be stopped.
+func TestNewServerPauseResume(t *testing.T) {
+	t.Parallel()
+	s := redistest.NewServer(t)
+	ctx := context.Background()
+	c := s.Client(t)
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	slow := redis.NewClient(&redis.Options{Network: s.Network(), Addr: s.Addr(), ContextTimeoutEnabled: true})
+	defer slow.Close()
+	if err := slow.Ping(short).Err(); err == nil {
+		t.Fatal("a paused server answered PING")
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Ping(ctx).Err() }()
+	s.Resume()
+	if err := <-done; err != nil {
+		t.Fatalf("PING after Resume: %v", err)
+	}
+	s.Pause()
+	s.Stop()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING answered after Stop")
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,6 +255,27 @@ func (s *Server) Stop() {
 	if s.p != nil {
 		s.p.stop()
 		s.p = nil
+	}
+}
+
+// Pause stops redis-server in its tracks (SIGSTOP), as a stalled host or
+// a long fork would: connections stay open, and nothing is read or
+// answered until Resume. It does nothing when the server is not running,
+// and panics on SharedServer. Kill, Stop and Restart work on a paused
+// server too.
+func (s *Server) Pause() { s.signal("Pause", syscall.SIGSTOP) }
+
+// Resume lets a paused redis-server go on (SIGCONT): it answers what
+// waited meanwhile. It does nothing when the server is not running, and
+// panics on SharedServer.
+func (s *Server) Resume() { s.signal("Resume", syscall.SIGCONT) }
+
+func (s *Server) signal(method string, sig syscall.Signal) {
+	s.mustOwn(method)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil {
+		_ = s.p.cmd.Process.Signal(sig) // fails only when p has exited already
 	}
 }
 
