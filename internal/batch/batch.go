@@ -71,6 +71,12 @@ type Limits struct {
 	MaxBatch    int // calls in one send, at least 1
 	MaxInFlight int // sends under way at once, a lone caller's among them, at least 1
 	MaxPending  int // calls waiting, beyond which Do fails with ErrFull; 0 for no bound
+	// Detach sends a lone caller's call from a sender too, as if it
+	// waited, so that every caller can leave when its context ends
+	// (see the package documentation), even while a send that ignores
+	// its context stalls. A lone call then costs a goroutine's start
+	// and a channel handoff.
+	Detach bool
 }
 
 // A Batcher gathers calls into sends, as the package documentation
@@ -106,7 +112,7 @@ func (b *Batcher[T]) Do(ctx context.Context, c *Call[T]) error {
 	c.ctx, c.Err = ctx, nil
 	c.state.Store(waiting)
 	b.mu.Lock()
-	if b.inFlight == 0 && len(b.pending) == 0 {
+	if b.alone() {
 		b.inFlight++
 		b.mu.Unlock()
 		c.one[0] = c
@@ -130,7 +136,7 @@ func (b *Batcher[T]) DoAll(ctx context.Context, calls []*Call[T]) error {
 		c.state.Store(waiting)
 	}
 	b.mu.Lock()
-	if b.inFlight == 0 && len(b.pending) == 0 {
+	if b.alone() {
 		b.inFlight++
 		b.mu.Unlock()
 		b.sendAlone(ctx, slices.Clone(calls))
@@ -153,6 +159,12 @@ func (b *Batcher[T]) DoAll(ctx context.Context, calls []*Call[T]) error {
 		}
 	}
 	return nil
+}
+
+// alone reports whether a caller sends its calls itself: nothing is
+// under way, and the batcher does not detach its callers. b.mu is held.
+func (b *Batcher[T]) alone() bool {
+	return !b.limits.Detach && b.inFlight == 0 && len(b.pending) == 0
 }
 
 // enqueue queues calls, starting a sender when there is room for one, or

@@ -517,3 +517,39 @@ func TestCallersLeavingRace(t *testing.T) {
 	})
 	t.Logf("%d calls done, %d left", doneCalls.Load(), left.Load())
 }
+
+// With Detach, a lone caller's call goes from a sender, and its caller
+// leaves at once when its context ends, however long the send stalls; the send
+// finishes the call on its own (the race detector watches).
+func TestDetach(t *testing.T) {
+	g := newGated()
+	b := New(g.send, Limits{MaxBatch: 8, MaxInFlight: 2, Detach: true})
+	leaving, leave := context.WithCancel(ctx)
+	first := do(b, leaving, 1)
+	if ws := <-g.entered; !slices.Equal(ws, []int{1}) {
+		t.Fatalf("the send: %v", ws)
+	}
+	leave()
+	if o := <-first; !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("the caller that left: %+v, want context.Canceled", o)
+	}
+	g.release <- struct{}{}
+	waitFor(t, func() bool { return b.Senders() == 0 })
+	// A caller that stays gets its call done, by a sender.
+	second := do(b, ctx, 2)
+	<-g.entered
+	g.release <- struct{}{}
+	mustDone(t, second, 1002)
+	// DoAll's calls leave together.
+	calls := []*Call[int]{{Work: 3}, {Work: 4}}
+	done := make(chan error, 1)
+	go func() { done <- b.DoAll(ctx, calls) }()
+	if ws := <-g.entered; !slices.Equal(ws, []int{3, 4}) {
+		t.Fatalf("DoAll's send: %v", ws)
+	}
+	g.release <- struct{}{}
+	if err := <-done; err != nil || calls[0].Work != 1003 || calls[1].Work != 1004 {
+		t.Fatalf("DoAll: %v, work %d %d", err, calls[0].Work, calls[1].Work)
+	}
+	waitFor(t, func() bool { return b.Senders() == 0 })
+}

@@ -11,7 +11,8 @@
 // copy of the caller's ops), and the caller's context. A call that finds
 // no send under way and no call waiting is sent at once, alone, from the
 // caller's goroutine and with the caller's context: a lone caller pays
-// nothing for batching. Calls that arrive meanwhile wait in a queue, and a
+// nothing for batching, but cannot leave a send that stalls (Limits.Detach
+// has a sender send it too, so that it can). Calls that arrive meanwhile wait in a queue, and a
 // sender, a goroutine of the batcher's, takes up to MaxBatch of them at a
 // time, in the order they came, and hands them to the store's send
 // function together, with at most MaxInFlight sends under way at once
