@@ -95,9 +95,9 @@ type Batcher[T any] struct {
 // the calls it carries out with Take, at once or once it is ready to (it
 // may wait for a resource meanwhile, and give up when no call is Waiting
 // any more); it sets each taken call's Work and Err, and keeps none of
-// the calls once it returns. Its context is the lone caller's own, or for
-// a batch one that no caller's cancels, and ends at the latest of their
-// deadlines when every caller has one.
+// the calls once it returns. Its context is the caller's own for a call
+// sent alone, or for a batch of several one that no caller's cancels,
+// and ends at the latest of their deadlines when every caller has one.
 func New[T any](send func(ctx context.Context, calls []*Call[T]), l Limits) *Batcher[T] {
 	l.MaxBatch, l.MaxInFlight = max(l.MaxBatch, 1), max(l.MaxInFlight, 1)
 	return &Batcher[T]{send: send, limits: l}
@@ -326,8 +326,12 @@ func (b *Batcher[T]) Senders() int {
 // batchContext returns a context for sending calls: not cancelled with
 // any caller's, and ending at the latest of the deadlines of the callers
 // still waiting when each has one (else the store's own timeouts bound
-// the send).
+// the send); a call alone goes with its caller's own, as a lone caller's
+// does, since nobody else waits for the send.
 func batchContext[T any](calls []*Call[T]) (context.Context, context.CancelFunc) {
+	if len(calls) == 1 && calls[0].state.Load() == waiting {
+		return calls[0].ctx, noCancel
+	}
 	var last time.Time
 	var base context.Context
 	for _, c := range calls {

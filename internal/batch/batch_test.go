@@ -444,6 +444,7 @@ func TestBatchContext(t *testing.T) {
 		{"latest", []*Call[int]{call(early, waiting), call(late, waiting), call(gone, withdrawn)}, now.Add(2 * time.Second)},
 		{"one without", []*Call[int]{call(early, waiting), call(ctx, waiting)}, time.Time{}},
 		{"none waiting", []*Call[int]{call(early, withdrawn)}, time.Time{}},
+		{"alone", []*Call[int]{call(early, waiting)}, now.Add(time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bctx, cancel := batchContext(tc.calls)
