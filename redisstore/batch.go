@@ -30,12 +30,14 @@ type work struct {
 	slot uint16
 }
 
-// newBatcher returns the batcher of s's calls (package batch): a call
-// that finds no script call out goes at once, from its caller's goroutine;
-// calls that arrive meanwhile leave together, up to maxBatch in one
-// script call, with at most maxInFlight script calls out.
+// newBatcher returns the batcher of s's calls (package batch): calls
+// leave together, up to maxBatch in one script call, with at most
+// maxInFlight script calls out. A sender sends even a lone call
+// (batch.Limits.Detach), so that every caller can leave when its context
+// ends, whether or not the client heeds contexts.
 func newBatcher(s *Store) *batch.Batcher[work] {
-	return batch.New(s.send, batch.Limits{MaxBatch: s.cfg.maxBatch, MaxInFlight: s.cfg.maxInFlight, MaxPending: s.cfg.maxPending})
+	return batch.New(s.send, batch.Limits{MaxBatch: s.cfg.maxBatch, MaxInFlight: s.cfg.maxInFlight,
+		MaxPending: s.cfg.maxPending, Detach: true})
 }
 
 // small is a call of up to smallOps ops, pooled, so that a Decide, or
@@ -51,8 +53,8 @@ var smalls = sync.Pool{New: func() any { return new(small) }}
 
 // do carries out ops, all in slot, as one call: on the call's own copy of
 // them, whose results it copies back to ops once the call is done. When
-// ctx ends first, do returns its error at once, and the call may still
-// take effect, its results lost.
+// ctx or the store's timeout ends first, do returns at once (see
+// Store.leave), and the call may still take effect, its results lost.
 func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
 	var sm *small
 	var c *call
@@ -66,13 +68,16 @@ func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
 	for i, op := range ops {
 		c.Work.ops[i] = *op
 	}
-	if err := s.batcher.Do(ctx, c); err != nil {
-		return s.batchErr(err) // c is no longer ours: the pool goes without it
+	bounded, cancel := s.bound(ctx)
+	err := s.batcher.Do(bounded, c)
+	cancel()
+	if err != nil {
+		return s.batchErr(ctx, err) // c is no longer ours: the pool goes without it
 	}
 	for i, op := range ops {
 		op.Result = c.Work.ops[i].Result
 	}
-	err := c.Err
+	err = c.Err
 	if sm != nil {
 		clear(c.Work.ops)
 		c.Work, c.Err = work{}, nil
@@ -81,13 +86,31 @@ func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
 	return err
 }
 
-// batchErr returns the error of a call that the batcher did not carry out
-// for its caller.
-func (s *Store) batchErr(err error) error {
-	if errors.Is(err, batch.ErrFull) {
-		return fmt.Errorf("redisstore: %w (%d)", ErrOverloaded, s.cfg.maxPending)
+// bound returns ctx, ending at the store's timeout from now unless ctx
+// ends sooner.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.cfg.timeout {
+		return ctx, noCancel
 	}
-	return err
+	return context.WithTimeout(ctx, s.cfg.timeout)
+}
+
+// noCancel is the CancelFunc of a context that needs none.
+var noCancel context.CancelFunc = func() {}
+
+// batchErr returns the error of a call that the batcher did not carry out
+// for its caller, whose context is ctx: ErrUnavailable when a deadline
+// passed, the caller's or the store's timeout.
+func (s *Store) batchErr(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, batch.ErrFull):
+		return fmt.Errorf("redisstore: %w (%d)", ErrOverloaded, s.cfg.maxPending)
+	case !errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("redisstore: %w", err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("redisstore: %w by the caller's deadline: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("redisstore: %w: within the store's timeout of %v: %w", ErrUnavailable, s.cfg.timeout, err)
 }
 
 // send is the batcher's: it takes the calls whose callers still wait, and

@@ -24,7 +24,7 @@ import (
 func TestCallsWaitingLeaveInOneScript(t *testing.T) {
 	ctx := context.Background()
 	c, control := pausable(t)
-	s, err := New(c, WithCallerTime(), WithMaxInFlight(2), WithMaxBatch(128))
+	s, err := New(c, WithCallerTime(), WithMaxInFlight(2), WithMaxBatch(128), WithTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func FuzzReply(f *testing.F) {
 func TestCallersLeave(t *testing.T) {
 	ctx := context.Background()
 	c, control := pausable(t)
-	s, err := New(c, WithCallerTime(), WithMaxInFlight(2))
+	s, err := New(c, WithCallerTime(), WithMaxInFlight(2), WithTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +228,8 @@ func TestCallersLeave(t *testing.T) {
 		go func() { _, err := tb.Decide(ctx, "k", 2e9, 1); done <- err }()
 		return done
 	}
-	// The first goes out alone, sent by its caller; a sender takes the
-	// second and sends it: two script calls out, on two connections.
+	// A sender takes the first and sends it, another the second: two
+	// script calls out, on two connections.
 	first := decide(ctx)
 	waitFor(t, func() bool { return s.batcher.Senders() == 1 })
 	leaving, leave := context.WithCancel(ctx)
@@ -238,15 +238,15 @@ func TestCallersLeave(t *testing.T) {
 	// The third waits to go out, and leaves at its deadline.
 	short, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
-	if err := <-decide(short); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the caller whose deadline passed: %v, want context.DeadlineExceeded", err)
+	if err := <-decide(short); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the caller whose deadline passed: %v, want ErrUnavailable and context.DeadlineExceeded", err)
 	}
 	if n := s.batcher.Pending(); n != 0 {
 		t.Fatalf("%d calls waiting after the only one waiting left", n)
 	}
 	leave()
-	if err := <-second; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the caller that left: %v, want context.Canceled", err)
+	if err := <-second; !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the caller that left: %v, want context.Canceled alone", err)
 	}
 	if err := control.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
 		t.Fatal(err)

@@ -74,9 +74,11 @@
 // Calls that arrive together, from many goroutines, leave together: one
 // script call carries up to WithMaxBatch of them (each still decided as if
 // alone, in arrival order), and at most WithMaxInFlight script calls wait
-// on Redis at once. A lone caller sends at once from its own goroutine. The
-// store starts no goroutine that outlives the calls it serves, and bounds
-// the calls waiting (10,000, then ErrOverloaded). A sender that
+// on Redis at once. A lone call goes at once, on a sender started for it.
+// The store keeps no goroutine of its own: a sender ends once no call
+// waits and its last script call is done (answered, or given up by the
+// client). It bounds the calls waiting (10,000, then ErrOverloaded). A
+// sender that
 // has just woken its callers lets them run before it takes the next batch,
 // for as long as they keep calling: their next calls then go in that
 // batch, not in the one after it. A script call's operations travel packed
@@ -88,25 +90,33 @@
 // "On Redis" has the figures).
 //
 // Store.ApplyEach (through floodgate.AllowEach) carries many
-// independent operations, each decided as if alone, in one script call of
-// its own (one per hash slot on a Cluster, in one pipeline): a request
-// that checks 100 limits costs one round trip. floodgate serve decides an
+// independent operations, each decided as if alone, as calls that wait
+// together and go in one script call (one per hash slot on a Cluster, in
+// one pipeline), up to WithMaxBatch calls in one: a request that checks
+// 100 limits costs one round trip. floodgate serve decides an
 // Envoy request's descriptors and an HTTP batch in mode "each" so.
 //
 // # Failure
 //
-// A call fails with the client's error when Redis does not answer: the
-// client's timeouts (go-redis's ReadTimeout and WriteTimeout, default 3 s)
-// bound it. A call that waits for another's script call, or whose script
-// a sender sent with others, returns its context's error at once when the
-// context ends, however long Redis stalls: if the call was still waiting
-// to go out, nothing was done; if its script was on the way, it may still
-// take effect, its results lost. A lone call, sent from its caller's
-// goroutine, waits for Redis as the client does: until the context ends
-// where the client honours contexts (go-redis's ContextTimeoutEnabled),
-// else for up to the client's timeouts. To choose what a limiter does
-// meanwhile (deny, admit, or decide locally) and to recover by itself,
-// wrap the store in a failsafe.Store (package failsafe).
+// Every call (Table.Decide, Apply, ApplyEach) returns by the store's
+// timeout (WithTimeout, default DefaultTimeout) or its context's
+// deadline, whichever comes first, whatever the client's options: with
+// go-redis's defaults (ContextTimeoutEnabled off, ReadTimeout 3 s) a
+// stalled Redis would hold a call for seconds. A call that Redis has not
+// answered by then returns an error wrapping ErrUnavailable and
+// context.DeadlineExceeded; one whose context is cancelled returns
+// context.Canceled. Either way it returns at once, however long Redis
+// stalls: if the call was still waiting to go out, nothing was done; if
+// its script was on the way, it may still take effect, its results lost.
+// The script call goes on in the background, on a sender of the store's
+// (at most WithMaxInFlight of them), until the client gives up on it or
+// Redis answers; it never touches its caller's ops after the caller has
+// returned. A client that heeds contexts (ContextTimeoutEnabled, as
+// package storeurl's clients do) gives up at the callers' deadline too.
+// A call that Redis answers with an error returns it, wrapped. To choose
+// what a limiter does meanwhile (deny, admit, or decide locally) and to
+// recover by itself, wrap the store in a failsafe.Store (package
+// failsafe).
 //
 // Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7, with
 // both forms of the code.

@@ -16,10 +16,11 @@ type config struct {
 	maxBatch    int
 	maxInFlight int
 	maxPending  int
+	timeout     time.Duration
 }
 
 func defaults() config {
-	return config{prefix: DefaultPrefix, maxBatch: 128, maxInFlight: 2, maxPending: 10_000}
+	return config{prefix: DefaultPrefix, maxBatch: 128, maxInFlight: 2, maxPending: 10_000, timeout: DefaultTimeout}
 }
 
 type optionFunc func(*config) error
@@ -94,6 +95,25 @@ func WithMaxInFlight(n int) Option {
 			return fmt.Errorf("%w: %d calls in flight is less than 1", ErrInvalidOption, n)
 		}
 		c.maxInFlight = n
+		return nil
+	})
+}
+
+// DefaultTimeout bounds every call of a Store to Redis unless WithTimeout
+// says otherwise.
+const DefaultTimeout = time.Second
+
+// WithTimeout bounds every call of the store (Decide, Apply, ApplyEach)
+// to d (default DefaultTimeout), or to its context's deadline when that
+// comes first, whatever the client's own timeouts: a call that Redis has
+// not answered by then returns an error wrapping ErrUnavailable and
+// context.DeadlineExceeded. d must be positive.
+func WithTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: timeout %v is not positive", ErrInvalidOption, d)
+		}
+		c.timeout = d
 		return nil
 	})
 }

@@ -71,8 +71,8 @@ func TestFunctionLibrary(t *testing.T) {
 		t.Errorf("after FUNCTION FLUSH: loaded %d times (want 2), EVAL form %v", got, s.run.noFunc.Load())
 	}
 
-	// Many callers find it missing at once (ApplyEach goes out without
-	// the batcher): all succeed, and it is loaded about once, not by each.
+	// Many callers find it missing at once: all succeed, and it is
+	// loaded about once, not by each.
 	if err := c.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -156,35 +157,38 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	return s.applyAcrossSlots(ctx, groups)
 }
 
-// ApplyEach implements store.Store: the ops, each as if alone, go in one
-// script call, or on a Redis Cluster in
-// one pipeline of a script call per hash slot; each slot's ops are
-// carried out in order, and distinct slots hold distinct keys. The call is
-// the caller's own round trip, not queued behind or batched with other
-// calls; more than WithMaxBatch ops take several, one after another.
+// ApplyEach implements store.Store: the ops, each as if alone, each a
+// call of its own, wait together and go in the same script calls (a
+// script call per hash slot on a Redis Cluster, in one pipeline), up to
+// WithMaxBatch calls in one, with whatever other calls are going to Redis
+// at the same moment. Like every call, it is bounded by the store's
+// timeout and ctx; more ops than the store lets wait (10,000) fail with
+// ErrOverloaded.
 func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
-	// The calls, sent from this goroutine and by no batcher, may carry
-	// out the caller's ops themselves.
+	// The calls carry out their own copy of the ops, as do's do.
+	own := slices.Clone(ops)
 	cs := make([]call, len(ops))
 	calls := make([]*call, len(ops))
-	for i := range ops {
-		cs[i].Work = work{ops: ops[i : i+1], slot: s.slotOf(&ops[i])}
+	for i := range own {
+		cs[i].Work = work{ops: own[i : i+1], slot: s.slotOf(&own[i])}
 		calls[i] = &cs[i]
 	}
-	// Up to WithMaxBatch ops a script call, one call after another, so
-	// that no script holds Redis for long.
-	for len(calls) > 0 {
-		n := min(len(calls), s.cfg.maxBatch)
-		s.carry(ctx, calls[:n])
-		for _, c := range calls[:n] {
-			if c.Err != nil {
-				return c.Err
-			}
+	bounded, cancel := s.bound(ctx)
+	err := s.batcher.DoAll(bounded, calls)
+	cancel()
+	if err != nil {
+		return s.batchErr(ctx, err)
+	}
+	for i := range ops {
+		ops[i].Result = own[i].Result
+	}
+	for _, c := range calls {
+		if c.Err != nil {
+			return c.Err
 		}
-		calls = calls[n:]
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -35,4 +36,13 @@ func TestConformanceSmallBatches(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return newStore(t, c, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour), redisstore.WithMaxBatch(2))
 	})
+}
+
+// A timeout that is not positive is refused.
+func TestWithTimeoutInvalid(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		if _, err := redisstore.New(testClient(t), redisstore.WithTimeout(d)); !errors.Is(err, redisstore.ErrInvalidOption) {
+			t.Errorf("WithTimeout(%v): %v, want ErrInvalidOption", d, err)
+		}
+	}
 }
