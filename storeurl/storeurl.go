@@ -16,7 +16,12 @@
 // The Redis forms take the query parameter prefix=P, the start of every
 // Redis key the store writes (redisstore.WithPrefix), and redis:// and
 // unix:// also go-redis's own parameters (dial_timeout, read_timeout,
-// pool_size and the others of redis.ParseURL). The file form opens
+// pool_size and the others of redis.ParseURL). Its Redis clients heed
+// their calls' deadlines (go-redis's ContextTimeoutEnabled), and their
+// dial, read, write and pool timeouts are ClientTimeout unless the URL
+// sets them: a stalled Redis fails a command within a second, not
+// go-redis's default 3 to 5 s. Every call of the store is bounded by
+// its own timeout too (redisstore.WithTimeout). The file form opens
 // filestore.Open's store with its defaults; PATH is taken as it is,
 // without percent-decoding, except in the file:/// form, which is a URL.
 //
@@ -33,6 +38,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/floodgate/floodgate/memstore"
 
@@ -41,6 +47,23 @@ import (
 	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
+
+// ClientTimeout is the dial, read, write and pool timeout of the Redis
+// clients that Open makes, unless a redis:// or unix:// URL sets its own
+// (dial_timeout, read_timeout, write_timeout, pool_timeout).
+const ClientTimeout = time.Second
+
+// bounded has a client heed its calls' deadlines (ctxTimeout, go-redis's
+// ContextTimeoutEnabled), and sets each of its timeouts ds that is unset
+// to ClientTimeout.
+func bounded(ctxTimeout *bool, ds ...*time.Duration) {
+	*ctxTimeout = true
+	for _, d := range ds {
+		if *d == 0 {
+			*d = ClientTimeout
+		}
+	}
+}
 
 // ErrInvalidURL is returned, wrapped with the problem, for a URL that
 // names no store.
@@ -91,6 +114,7 @@ func open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, er
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %q: %w", ErrInvalidURL, rawURL, err)
 		}
+		bounded(&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout)
 		client, opts = redis.NewClient(o), prefix
 	case "redis-cluster", "redis-sentinel":
 		var prefix string
@@ -219,7 +243,9 @@ func clusterOrSentinel(scheme, raw string) (redis.UniversalClient, string, error
 		if path != "" {
 			return nil, "", errors.New("a Redis Cluster has only database 0")
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Username: user, Password: password}), q.Get("prefix"), nil
+		o := &redis.ClusterOptions{Addrs: addrs, Username: user, Password: password}
+		bounded(&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout)
+		return redis.NewClusterClient(o), q.Get("prefix"), nil
 	}
 	db := 0
 	if path != "" {
@@ -227,6 +253,7 @@ func clusterOrSentinel(scheme, raw string) (redis.UniversalClient, string, error
 			return nil, "", fmt.Errorf("database %q is not a number", path)
 		}
 	}
-	return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: addrs,
-		Username: user, Password: password, DB: db}), q.Get("prefix"), nil
+	o := &redis.FailoverOptions{MasterName: master, SentinelAddrs: addrs, Username: user, Password: password, DB: db}
+	bounded(&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout)
+	return redis.NewFailoverClient(o), q.Get("prefix"), nil
 }

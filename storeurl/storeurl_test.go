@@ -235,3 +235,80 @@ func TestErrorsHidePasswords(t *testing.T) {
 		}
 	}
 }
+
+// The Redis clients heed their calls' deadlines, and their timeouts are
+// ClientTimeout unless the URL sets them.
+func TestClientTimeouts(t *testing.T) {
+	type timeouts struct {
+		ctx                       bool
+		dial, read, write, inPool time.Duration
+	}
+	ct := storeurl.ClientTimeout
+	for _, c := range []struct {
+		raw  string
+		want timeouts
+	}{
+		{"redis://localhost:6379", timeouts{true, ct, ct, ct, ct}},
+		{"unix:///run/redis.sock?read_timeout=5s&dial_timeout=2s", timeouts{true, 2 * time.Second, 5 * time.Second, ct, ct}},
+		{"redis-cluster://a:7000,b:7001", timeouts{true, ct, ct, ct, ct}},
+		{"redis-sentinel://m@a:26379", timeouts{true, ct, ct, ct, ct}},
+	} {
+		s, closer, err := storeurl.Open(c.raw)
+		if err != nil {
+			t.Fatalf("%q: %v", c.raw, err)
+		}
+		var got timeouts
+		switch cl := s.(*redisstore.Store).Client().(type) {
+		case *redis.Client:
+			o := cl.Options()
+			got = timeouts{o.ContextTimeoutEnabled, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout}
+		case *redis.ClusterClient:
+			o := cl.Options()
+			got = timeouts{o.ContextTimeoutEnabled, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout}
+		}
+		if got != c.want {
+			t.Errorf("%q: %+v, want %+v", c.raw, got, c.want)
+		}
+		closer.Close()
+	}
+}
+
+// A stopped Redis (SIGSTOP) holds no call of a store that Open made past
+// its bound: a decision with a 100 ms deadline returns ErrUnavailable by
+// then (5.0 s before the clients heeded deadlines), one with none by the
+// store's timeout; and so again and again, on a pool of two connections.
+func TestChaosStalledServer(t *testing.T) {
+	srv := redistest.NewServer(t)
+	s, closer, err := storeurl.Open(srv.URL() + "?pool_size=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	tb, err := s.Table("n", algo.MustParsePolicy("token-bucket 10/1s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Decide(context.Background(), "k", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for round := range 3 {
+		for _, budget := range []time.Duration{100 * time.Millisecond, 0} {
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			bound := redisstore.DefaultTimeout
+			if budget > 0 {
+				ctx, cancel = context.WithTimeout(ctx, budget)
+				bound = budget
+			}
+			start := time.Now()
+			_, err := tb.Decide(ctx, "k", 0, 1)
+			took := time.Since(start)
+			cancel()
+			t.Logf("round %d, bound %v: %v after %v", round, bound, err, took)
+			if !errors.Is(err, redisstore.ErrUnavailable) || took > bound+250*time.Millisecond {
+				t.Errorf("round %d, bound %v: %v after %v, want ErrUnavailable", round, bound, err, took)
+			}
+		}
+	}
+}
