@@ -46,15 +46,17 @@ func TestCallsWaitingLeaveInOneScript(t *testing.T) {
 		}
 		admitted <- d.Allowed
 	}
-	wg.Add(2)
-	go decide()
-	go decide()
-	// Both out: the second caller's sender has taken its call (none is
-	// pending), so the calls below cannot join its script call. Senders
-	// alone counts a sender from the moment it starts, while it may still
+	// Both out, one after the other: each caller's sender has taken its
+	// call (none is pending), so that the first does not take both, and
+	// the calls below cannot join either's script call. Senders alone
+	// counts a sender from the moment it starts, while it may still
 	// gather the calls about to arrive: on a busy machine it took the 100
 	// below and the test waited for them in vain.
-	waitFor(t, func() bool { return s.batcher.Senders() == 2 && s.batcher.Pending() == 0 })
+	for i := range 2 {
+		wg.Add(1)
+		go decide()
+		waitFor(t, func() bool { return s.batcher.Senders() == i+1 && s.batcher.Pending() == 0 })
+	}
 	wg.Add(100)
 	for range 100 {
 		go decide()
@@ -231,7 +233,7 @@ func TestCallersLeave(t *testing.T) {
 	// A sender takes the first and sends it, another the second: two
 	// script calls out, on two connections.
 	first := decide(ctx)
-	waitFor(t, func() bool { return s.batcher.Senders() == 1 })
+	waitFor(t, func() bool { return s.batcher.Senders() == 1 && s.batcher.Pending() == 0 })
 	leaving, leave := context.WithCancel(ctx)
 	second := decide(leaving)
 	waitFor(t, func() bool { st := c.PoolStats(); return st.TotalConns-st.IdleConns == 2 })
