@@ -69,19 +69,29 @@ func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
 		c.Work.ops[i] = *op
 	}
 	bounded, cancel := s.bound(ctx)
-	err := s.batcher.Do(bounded, c)
-	cancel()
-	if err != nil {
+	defer cancel()
+	if err := s.batcher.Do(bounded, c); err != nil {
 		return s.batchErr(ctx, err) // c is no longer ours: the pool goes without it
 	}
 	for i, op := range ops {
 		op.Result = c.Work.ops[i].Result
 	}
-	err = c.Err
+	err := s.doneErr(ctx, bounded, c.Err)
 	if sm != nil {
 		clear(c.Work.ops)
 		c.Work, c.Err = work{}, nil
 		smalls.Put(sm)
+	}
+	return err
+}
+
+// doneErr returns the error of a call done with err, whose context was
+// ctx, bounded by the store's timeout as bounded: when the client gave up
+// on Redis because a deadline passed, as a client that heeds contexts
+// does, the error of a caller who left at that deadline.
+func (s *Store) doneErr(ctx, bounded context.Context, err error) error {
+	if err != nil && errors.Is(err, ErrUnavailable) && errors.Is(bounded.Err(), context.DeadlineExceeded) {
+		return s.batchErr(ctx, bounded.Err())
 	}
 	return err
 }
@@ -110,7 +120,7 @@ func (s *Store) batchErr(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("redisstore: %w by the caller's deadline: %w", ErrUnavailable, err)
 	}
-	return fmt.Errorf("redisstore: %w: within the store's timeout of %v: %w", ErrUnavailable, s.cfg.timeout, err)
+	return fmt.Errorf("redisstore: %w within the store's timeout (%v): %w", ErrUnavailable, s.cfg.timeout, err)
 }
 
 // send is the batcher's: it takes the calls whose callers still wait, and
@@ -358,8 +368,12 @@ func (s *Store) decode(calls []*call, res any, err error) {
 		}
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), "floodgate: corrupt") {
+		var reply redis.Error
+		switch {
+		case strings.Contains(err.Error(), "floodgate: corrupt"):
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		case !errors.As(err, &reply) && !errors.Is(err, context.Canceled):
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err) // Redis did not answer
 		}
 		fail(fmt.Errorf("redisstore: %w", err))
 		return

@@ -67,6 +67,7 @@ type load struct {
 
 	mu       sync.Mutex
 	admitted int64
+	lost     int64 // units of the calls that failed, which may have taken effect
 	calls    int
 	errs     int
 	worst    [2]time.Duration // with budget, without
@@ -99,7 +100,7 @@ func (ch *chaos) one(l *load, kind int, wantErr func(error) bool) {
 	}
 	defer cancel()
 	start := time.Now()
-	var admitted int64
+	admitted, units := int64(0), int64(1)
 	var err error
 	switch kind {
 	case 0, 1:
@@ -110,6 +111,7 @@ func (ch *chaos) one(l *load, kind int, wantErr func(error) bool) {
 	case 2, 3:
 		ops := []store.Op{{Kind: store.OpDecide, Table: ch.tb, Key: "hot", N: 1}, {Kind: store.OpDecide, Table: ch.tb, Key: "hot", N: 1}}
 		if kind == 2 {
+			units = 2
 			err = ch.s.ApplyEach(ctx, ops)
 		} else {
 			err = ch.s.Apply(ctx, ops[:1])
@@ -134,6 +136,7 @@ func (ch *chaos) one(l *load, kind int, wantErr func(error) bool) {
 	}
 	if err != nil {
 		l.errs++
+		l.lost += units
 		if !wantErr(err) && len(l.unwanted) < 5 {
 			l.unwanted = append(l.unwanted, err)
 		}
@@ -207,6 +210,10 @@ func unavailable(err error) bool {
 	return errors.Is(err, ErrUnavailable) && errors.Is(err, context.DeadlineExceeded)
 }
 
+// unreachable says whether err is what a call that the client cannot
+// send or read returns, or one that Redis does not answer in time.
+func unreachable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
 // Redis stopped (SIGSTOP) under load: every call returns ErrUnavailable
 // within its deadline or the store's timeout, though the client's own
 // timeouts are go-redis's defaults; once Redis goes on (SIGCONT) the
@@ -244,11 +251,10 @@ func TestChaosStalledRedis(t *testing.T) {
 // more than the policy.
 func TestChaosKilledRedis(t *testing.T) {
 	ch := newChaos(t)
-	refused := func(err error) bool { return err != nil } // a dead server's errors are the client's
 	up := ch.start(unavailable)
 	time.Sleep(200 * time.Millisecond)
 	up.end().check(t, "before the kill")
-	down := ch.start(refused)
+	down := ch.start(unreachable)
 	ch.srv.Kill()
 	time.Sleep(300 * time.Millisecond)
 	down.end().check(t, "killed")
@@ -266,14 +272,16 @@ func TestChaosKilledRedis(t *testing.T) {
 // FUNCTION FLUSH and SCRIPT FLUSH, over and over under load: the store
 // loads its code again each time, and its answers stay exact: exactly
 // the policy's limit is admitted, in the function form and in the EVAL
-// form alike.
+// form alike, less what calls that failed may have spent: a busy machine
+// may hold one past its deadline, and a call fails only so, never for
+// want of the code.
 func TestChaosFlushedCode(t *testing.T) {
 	for _, eval := range []bool{false, true} {
 		t.Run(map[bool]string{false: "functions", true: "eval"}[eval], func(t *testing.T) {
 			ch := newChaos(t)
 			ch.s.run.noFunc.Store(eval)
 			loads := ch.s.run.loads.Load()
-			l := ch.start(func(error) bool { return false })
+			l := ch.start(unavailable)
 			flushes := ch.repeat(t, func(ctx context.Context) error {
 				if err := ch.c.FunctionFlush(ctx).Err(); err != nil {
 					return err
@@ -282,8 +290,8 @@ func TestChaosFlushedCode(t *testing.T) {
 			})
 			l.end().check(t, "flushed")
 			t.Logf("%d flushes, %d library loads", flushes, ch.s.run.loads.Load()-loads)
-			if l.admitted != chaosLimit {
-				t.Errorf("%d admitted, want exactly %d", l.admitted, chaosLimit)
+			if l.admitted > chaosLimit || l.admitted+l.lost < chaosLimit {
+				t.Errorf("%d admitted and %d units failed, want exactly %d admitted less at most those", l.admitted, l.lost, chaosLimit)
 			}
 			ch.noGrowth()
 		})
@@ -296,7 +304,7 @@ func TestChaosFlushedCode(t *testing.T) {
 // nothing is admitted beyond the policy.
 func TestChaosKilledClients(t *testing.T) {
 	ch := newChaos(t)
-	l := ch.start(func(err error) bool { return err != nil }) // a lost connection's errors are the client's
+	l := ch.start(unreachable)
 	kills := ch.repeat(t, func(ctx context.Context) error {
 		return ch.c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no").Err()
 	})

@@ -113,7 +113,9 @@
 // Redis answers; it never touches its caller's ops after the caller has
 // returned. A client that heeds contexts (ContextTimeoutEnabled, as
 // package storeurl's clients do) gives up at the callers' deadline too.
-// A call that Redis answers with an error returns it, wrapped. To choose
+// A call that the client fails to send or read (Redis down, a connection
+// lost) returns ErrUnavailable with the client's error; one that Redis
+// answers with an error returns it, wrapped. To choose
 // what a limiter does meanwhile (deny, admit, or decide locally) and to
 // recover by itself, wrap the store in a failsafe.Store (package
 // failsafe).

@@ -13,13 +13,15 @@ var (
 	// store allows (10,000): Redis is slower than the calls arrive. A
 	// floodgate.Failsafe store treats it as Redis failing.
 	ErrOverloaded = errors.New("too many calls waiting for Redis")
-	// ErrUnavailable is returned, with context.DeadlineExceeded, when
-	// Redis has not answered a call within the store's timeout
-	// (WithTimeout) or by its context's deadline, whichever came first.
-	// The caller returns then, however long Redis stalls, and the call
-	// may still take effect, its results lost. A call whose context is
-	// cancelled returns context.Canceled alone: Redis is not to blame.
-	ErrUnavailable = errors.New("no answer from Redis in time")
+	// ErrUnavailable is returned when Redis does not answer a call: the
+	// client could not reach it (its error wrapped too), or Redis has not
+	// answered within the store's timeout (WithTimeout) or by the call's
+	// deadline, whichever came first (context.DeadlineExceeded wrapped
+	// too). The caller returns then, however long Redis stalls, and the
+	// call may still take effect, its results lost. A call whose context
+	// is cancelled returns context.Canceled instead, and an error that
+	// Redis answers (a script's, a cluster's) is wrapped as it is.
+	ErrUnavailable = errors.New("no answer from Redis")
 	// ErrCorrupt is returned when Redis answers something the store did
 	// not write: another program wrote to the store's keys, or the
 	// script's reply is not what this version of the store expects.

@@ -177,9 +177,8 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 		calls[i] = &cs[i]
 	}
 	bounded, cancel := s.bound(ctx)
-	err := s.batcher.DoAll(bounded, calls)
-	cancel()
-	if err != nil {
+	defer cancel()
+	if err := s.batcher.DoAll(bounded, calls); err != nil {
 		return s.batchErr(ctx, err)
 	}
 	for i := range ops {
@@ -187,7 +186,7 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	}
 	for _, c := range calls {
 		if c.Err != nil {
-			return c.Err
+			return s.doneErr(ctx, bounded, c.Err)
 		}
 	}
 	return nil
