@@ -18,8 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/storeurl"
+	"github.com/redis/go-redis/v9"
 )
 
 const serveUsage = `Usage: floodgate serve [flags]
@@ -130,7 +132,8 @@ as FLOODGATE_STORE; a flag given wins):
                         at shutdown (default 15s)
   --watch-interval D    how often the configuration files are looked at
                         for changes (default 1s; 0 never: SIGHUP only)
-  --log-format F        text (the default) or json
+  --log-format F        text (the default) or json, for every line logged
+                        (the Redis client's messages too, at warn)
   --log-level L         debug, info (the default), warn or error
   $FLOODGATE_TOKEN      the bearer token, when the configuration names no
                         token file (never logged)
@@ -192,7 +195,9 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return badUsage("serve", serveUsage, err, stdout, stderr)
 	}
-	so := o.serverOptions(o.logger(stderr))
+	log := o.logger(stderr)
+	redis.SetLogger(redisstore.Logger(log)) // go-redis's messages too, in the log's format
+	so := o.serverOptions(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {

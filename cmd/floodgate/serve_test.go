@@ -454,3 +454,23 @@ func TestServeSaysTheStoreDoesNotAnswer(t *testing.T) {
 		t.Errorf("a check while the store does not answer: %d, want 503 (fail closed)", code)
 	}
 }
+
+// With --log-format json, every line serve logs is a JSON record, go-redis's
+// own messages too (a dial that failed once Redis was killed): they went
+// to standard error as plain lines before.
+func TestServeRedisLogsInJSON(t *testing.T) {
+	srv := redistest.NewServer(t)
+	p := startServe(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, "--store", srv.URL(), "--log-format", "json", "--metrics", "off")
+	srv.Kill()
+	eventually(t, "go-redis's message of a failed dial", func() bool {
+		call(t, "POST", p.url("/v1/check"), `{"policy":"default","key":"k"}`)
+		return strings.Contains(p.stderr.String(), "failed to dial")
+	})
+	p.stop(t, syscall.SIGTERM)
+	for _, line := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("a line that is not JSON: %q", line)
+		}
+	}
+}
