@@ -287,7 +287,7 @@ func TestChaosFlushedCode(t *testing.T) {
 					return err
 				}
 				return ch.c.ScriptFlush(ctx).Err()
-			})
+			}, l.reached)
 			l.end().check(t, "flushed")
 			t.Logf("%d flushes, %d library loads", flushes, ch.s.run.loads.Load()-loads)
 			if l.admitted > chaosLimit || l.admitted+l.lost < chaosLimit {
@@ -307,7 +307,7 @@ func TestChaosKilledClients(t *testing.T) {
 	l := ch.start(unreachable)
 	kills := ch.repeat(t, func(ctx context.Context) error {
 		return ch.c.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no").Err()
-	})
+	}, nil)
 	last := time.Now()
 	l.end().check(t, "clients killed")
 	t.Logf("%d kills", kills)
@@ -318,15 +318,25 @@ func TestChaosKilledClients(t *testing.T) {
 	ch.noGrowth()
 }
 
-// repeat does fault every 50 ms for 1.5 s, from a client of its own, and
-// returns how many times it did.
-func (ch *chaos) repeat(t *testing.T, fault func(ctx context.Context) error) int {
+// repeat does fault every 50 ms for 1.5 s, and after that until done
+// says the load has done enough (done nil: at once), or for 10 s at most;
+// it returns how many times it did.
+func (ch *chaos) repeat(t *testing.T, fault func(ctx context.Context) error, done func() bool) int {
 	n := 0
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); n++ {
+	start := time.Now()
+	for ; time.Since(start) < 1500*time.Millisecond || done != nil && !done() && time.Since(start) < 10*time.Second; n++ {
 		time.Sleep(50 * time.Millisecond)
 		if err := fault(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return n
+}
+
+// reached says whether the load's calls have admitted, or may have spent,
+// the whole limit.
+func (l *load) reached() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.admitted+l.lost >= chaosLimit
 }
