@@ -28,6 +28,7 @@ type call = batch.Call[work]
 type work struct {
 	ops  []store.Op
 	slot uint16
+	each bool // each op as a call of its own (ApplyEach's)
 }
 
 // newBatcher returns the batcher of s's calls (package batch): calls
@@ -54,7 +55,7 @@ var smalls = sync.Pool{New: func() any { return new(small) }}
 // do carries out ops, all in slot, as one call: on the call's own copy of
 // them, whose results it copies back to ops once the call is done. When
 // ctx or the store's timeout ends first, do returns at once (see
-// Store.leave), and the call may still take effect, its results lost.
+// batchErr), and the call may still take effect, its results lost.
 func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
 	var sm *small
 	var c *call
@@ -239,9 +240,13 @@ func (s *Store) encode(e *encoder, calls []*call) {
 	}
 	var seen [4]*table
 	tables := seen[:0]
-	nops := 0
+	nops, ncalls := 0, 0
 	for _, c := range calls {
 		nops += len(c.Work.ops)
+		ncalls++
+		if c.Work.each {
+			ncalls += len(c.Work.ops) - 1
+		}
 		for i := range c.Work.ops {
 			if t := c.Work.ops[i].Table.(*table); !slices.Contains(tables, t) {
 				tables = append(tables, t)
@@ -252,10 +257,15 @@ func (s *Store) encode(e *encoder, calls []*call) {
 	for _, t := range tables {
 		e.args = append(e.args, t.wireArg)
 	}
-	b := binary.LittleEndian.AppendUint32(e.ops, uint32(len(calls)))
+	b := binary.LittleEndian.AppendUint32(e.ops, uint32(ncalls))
 	for _, c := range calls {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Work.ops)))
 		for i := range c.Work.ops {
+			switch {
+			case c.Work.each:
+				b = binary.LittleEndian.AppendUint32(b, 1)
+			case i == 0:
+				b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Work.ops)))
+			}
 			op := &c.Work.ops[i]
 			t := op.Table.(*table)
 			b = append(b, byte(op.Kind))

@@ -157,39 +157,75 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	return s.applyAcrossSlots(ctx, groups)
 }
 
-// ApplyEach implements store.Store: the ops, each as if alone, each a
-// call of its own, wait together and go in the same script calls (a
-// script call per hash slot on a Redis Cluster, in one pipeline), up to
-// WithMaxBatch calls in one, with whatever other calls are going to Redis
-// at the same moment. Like every call, it is bounded by the store's
-// timeout and ctx; more ops than the store lets wait (10,000) fail with
-// ErrOverloaded.
+// ApplyEach implements store.Store: the ops, each decided as if alone,
+// go to Redis in calls of up to WithMaxBatch ops of one hash slot, each
+// call in a script call with whatever other calls go to Redis at that
+// moment (on a Redis Cluster, the calls of several slots at once, in one
+// pipeline). A slot's calls go one after another, so that each op sees
+// the effects of the earlier ones on its key. Like every call, it is
+// bounded by the store's timeout and ctx.
 func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
-	// The calls carry out their own copy of the ops, as do's do.
-	own := slices.Clone(ops)
-	cs := make([]call, len(ops))
-	calls := make([]*call, len(ops))
-	for i := range own {
-		cs[i].Work = work{ops: own[i : i+1], slot: s.slotOf(&own[i])}
-		calls[i] = &cs[i]
+	// The calls carry out their own copy of the ops, as do's do, the ops
+	// of each slot together, in their order.
+	order := make([]int, len(ops))
+	for i := range order {
+		order[i] = i
+	}
+	if s.cluster {
+		slices.SortStableFunc(order, func(i, j int) int { return int(s.slotOf(&ops[i])) - int(s.slotOf(&ops[j])) })
+	}
+	own := make([]store.Op, len(ops))
+	for k, i := range order {
+		own[k] = ops[i]
 	}
 	bounded, cancel := s.bound(ctx)
 	defer cancel()
-	if err := s.batcher.DoAll(bounded, calls); err != nil {
-		return s.batchErr(ctx, err)
+	return s.applyEachInRounds(ctx, bounded, ops, order, own)
+}
+
+// applyEachInRounds carries out own, ops in the order order gives, its
+// ops grouped by slot, in rounds: in each, a call of up to WithMaxBatch
+// ops of each slot, all at once. It copies a round's results to ops once
+// the round is done.
+func (s *Store) applyEachInRounds(ctx, bounded context.Context, ops []store.Op, order []int, own []store.Op) error {
+	var slots [][2]int // each slot's ops, own[lo:hi]
+	for lo := 0; lo < len(own); {
+		hi := lo + 1
+		for hi < len(own) && s.slotOf(&own[hi]) == s.slotOf(&own[lo]) {
+			hi++
+		}
+		slots = append(slots, [2]int{lo, hi})
+		lo = hi
 	}
-	for i := range ops {
-		ops[i].Result = own[i].Result
-	}
-	for _, c := range calls {
-		if c.Err != nil {
-			return s.doneErr(ctx, bounded, c.Err)
+	var calls []*call
+	for done := 0; ; done += s.cfg.maxBatch {
+		calls = calls[:0]
+		for _, sl := range slots {
+			if lo := sl[0] + done; lo < sl[1] {
+				chunk := own[lo:min(lo+s.cfg.maxBatch, sl[1])]
+				calls = append(calls, &call{Work: work{ops: chunk, slot: s.slotOf(&chunk[0]), each: true}})
+			}
+		}
+		if len(calls) == 0 {
+			return nil
+		}
+		if err := s.batcher.DoAll(bounded, calls); err != nil {
+			return s.batchErr(ctx, err) // the calls are no longer ours
+		}
+		for _, sl := range slots {
+			for k := sl[0] + done; k < min(sl[0]+done+s.cfg.maxBatch, sl[1]); k++ {
+				ops[order[k]].Result = own[k].Result
+			}
+		}
+		for _, c := range calls {
+			if c.Err != nil {
+				return s.doneErr(ctx, bounded, c.Err)
+			}
 		}
 	}
-	return nil
 }
 
 // group is the ops of one Apply in one hash slot, in their order.

@@ -1,9 +1,14 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
@@ -44,5 +49,60 @@ func TestWithTimeoutInvalid(t *testing.T) {
 		if _, err := redisstore.New(testClient(t), redisstore.WithTimeout(d)); !errors.Is(err, redisstore.ErrInvalidOption) {
 			t.Errorf("WithTimeout(%v): %v, want ErrInvalidOption", d, err)
 		}
+	}
+}
+
+// ApplyEach's ops go in calls of WithMaxBatch ops, one slot's calls one
+// after another: each op sees the earlier ones on its key, on a single
+// Redis and across a cluster's slots, while other callers' calls go to
+// Redis at the same time.
+func TestApplyEachInOrder(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		client redis.UniversalClient
+	}{
+		{"single", testClient(t)},
+		{"cluster", redistest.SharedCluster(t).Client(t)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStore(t, c.client, redisstore.WithCallerTime(), redisstore.WithMaxBatch(2))
+			tb, err := s.Table("each", algo.MustParsePolicy("fixed-window 5/1h"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 4 { // other callers, so that the calls wait and batch
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+							tb.Decide(ctx, "other", 1e9, 0)
+						}
+					}
+				})
+			}
+			defer func() { close(stop); wg.Wait() }()
+			keys := []string{"a", "b", "c"} // three slots on the cluster
+			var ops []store.Op
+			for range 7 {
+				for _, k := range keys {
+					ops = append(ops, store.Op{Kind: store.OpDecide, Table: tb, Key: k, Now: 1e9, N: 1})
+				}
+			}
+			if err := s.ApplyEach(ctx, ops); err != nil {
+				t.Fatal(err)
+			}
+			for i, op := range ops {
+				n := int64(i / len(keys)) // the op's place among its key's
+				d := op.Result.Decision
+				if want := n < 5; d.Allowed != want || want && d.Remaining != 4-n {
+					t.Errorf("op %d (key %s, its %dth): %+v, want allowed %v with %d remaining", i, op.Key, n, d, want, 4-n)
+				}
+			}
+		})
 	}
 }
