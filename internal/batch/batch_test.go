@@ -554,3 +554,24 @@ func TestDetach(t *testing.T) {
 	}
 	waitFor(t, func() bool { return b.Senders() == 0 })
 }
+
+// BenchmarkLone is one caller's call after another, each alone: sent
+// from the caller's goroutine, and with Detach from a sender's.
+func BenchmarkLone(b *testing.B) {
+	for _, detach := range []bool{false, true} {
+		b.Run(map[bool]string{false: "caller", true: "detached"}[detach], func(b *testing.B) {
+			bt := New(func(_ context.Context, calls []*Call[int]) {
+				for _, c := range Take(calls) {
+					c.Work++
+				}
+			}, Limits{MaxBatch: 8, MaxInFlight: 2, Detach: detach})
+			c := &Call[int]{}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bt.Do(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
