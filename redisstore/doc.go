@@ -90,10 +90,10 @@
 // "On Redis" has the figures).
 //
 // Store.ApplyEach (through floodgate.AllowEach) carries many
-// independent operations, each decided as if alone, as calls that wait
-// together and go in one script call (one per hash slot on a Cluster, in
-// one pipeline), up to WithMaxBatch calls in one: a request that checks
-// 100 limits costs one round trip. floodgate serve decides an
+// independent operations, each decided as if alone, in one call of up to
+// WithMaxBatch operations (one per hash slot on a Cluster, in one
+// pipeline), which goes in a script call like any other: a request that
+// checks 100 limits costs one round trip. floodgate serve decides an
 // Envoy request's descriptors and an HTTP batch in mode "each" so.
 //
 // # Failure

@@ -74,8 +74,8 @@ func WithMinTTL(d time.Duration) Option {
 }
 
 // WithMaxBatch bounds how many concurrent calls the store sends to Redis
-// in one script call (default 128), and how many ops of one ApplyEach go
-// in one script call. 1 turns batching off.
+// in one script call (default 128), and how many ops of one ApplyEach
+// make one of those calls. 1 turns batching off.
 func WithMaxBatch(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 {
