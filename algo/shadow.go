@@ -1,0 +1,104 @@
+package algo
+
+// Shadow is what a store keeps, in 16 bytes, of the keys it had to forget
+// before their state drained, so that a key that returns is no better off
+// than when it was forgotten. Many keys may share one Shadow (a store hashes
+// keys to a small table of them): it holds a state at least as strict as
+// each of theirs, so sharing can only deny, never admit.
+//
+// "At least as strict" means, per algorithm, for every later event,
+// including one whose time went backwards:
+//
+//   - token-bucket, leaky-bucket: the latest TAT (the fullest bucket);
+//   - fixed-window: the latest window with the largest count;
+//   - sliding-window: the latest window with the largest current and
+//     previous counts, a state of an earlier window counting all its units
+//     as the previous window's (capped at twice LIMIT);
+//   - sliding-log: all the units of the fullest log, as one entry at the
+//     time of the newest entry of any of the logs, so each unit expires no
+//     earlier than it did.
+//
+// The zero Shadow holds nothing. A Shadow must always be used with one
+// Policy.
+type Shadow struct{ c Cell }
+
+// Forget adds s, the state of a key that a store drops at now, to *sh. A
+// state drained at now adds nothing, and a Shadow drained at now is
+// cleared first.
+func (p *Policy) Forget(sh *Shadow, s *State, now int64) {
+	if s.alg != p.alg || p.ResetAt(s) <= now {
+		return
+	}
+	c := p.shadowCell(s)
+	if p.shadowResetAt(sh.c) <= now {
+		sh.c = c
+		return
+	}
+	sh.c = p.join(sh.c, c)
+}
+
+// Recall returns the state a key missing from the store starts from at
+// now: the zero State when sh holds nothing undrained at now, else a State
+// at least as strict as that of every key forgotten in sh. Recall does not
+// allocate, except for a sliding log's entry.
+func (p *Policy) Recall(sh Shadow, now int64) State {
+	if p.shadowResetAt(sh.c) <= now {
+		return State{}
+	}
+	if p.alg != SlidingLog {
+		return sh.c.State(p.alg)
+	}
+	s := State{alg: SlidingLog, log: &ring{}}
+	s.log.push(sh.c.t, int64(sh.c.x))
+	return s
+}
+
+// shadowCell returns s as a Cell: its own for every algorithm but
+// sliding-log, whose Cell is the time of its newest entry and its units.
+func (p *Policy) shadowCell(s *State) Cell {
+	if p.alg != SlidingLog {
+		c, _ := s.Cell()
+		return c
+	}
+	r := s.log
+	return Cell{t: r.at(r.len - 1).t, x: uint32(min(r.units, p.limit))}
+}
+
+// shadowResetAt is ResetAt of the state c stands for.
+func (p *Policy) shadowResetAt(c Cell) int64 {
+	if p.alg == SlidingLog {
+		if c.x == 0 {
+			return 0
+		}
+		return c.t + p.period
+	}
+	s := c.State(p.alg)
+	return p.ResetAt(&s)
+}
+
+// join returns a Cell at least as strict as a and b (see Shadow).
+func (p *Policy) join(a, b Cell) Cell {
+	switch p.alg {
+	case TokenBucket, LeakyBucket:
+		if a.t > b.t || a.t == b.t && a.x > b.x {
+			return a
+		}
+		return b
+	case SlidingWindow:
+		t := max(a.t, b.t)
+		a, b = p.toWindow(a, t), p.toWindow(b, t)
+		return Cell{t: t, x: max(a.x, b.x), y: max(a.y, b.y)}
+	default: // fixed-window, sliding-log
+		return Cell{t: max(a.t, b.t), x: max(a.x, b.x)}
+	}
+}
+
+// toWindow returns sliding-window state c moved to the later window t, its
+// units all counted as the previous window's.
+func (p *Policy) toWindow(c Cell, t int64) Cell {
+	if c.t == t {
+		return c
+	}
+	prev := min(uint64(c.x)+uint64(c.y), 2*uint64(p.limit))
+	return Cell{t: t, y: uint32(prev)}
+}
