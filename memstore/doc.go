@@ -19,6 +19,13 @@
 // it in Stats.Evictions. Each shard holds at most its share of maxKeys, so
 // evictions can begin slightly before a table as a whole is full.
 //
+// Eviction never admits more than the policy: an evicted key's state is
+// joined into a small hashed table of the strictest states of evicted keys,
+// and a key the store does not hold starts from its entry there. A key that
+// returns is no better off than when it was evicted; under a flood of new
+// keys, a new key that shares an entry with an evicted one may be denied
+// until that state drains, never admitted beyond its policy.
+//
 // WriteSnapshot and ReadSnapshot carry the states across a restart, in a
 // versioned binary format closed by a checksum.
 //

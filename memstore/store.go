@@ -179,8 +179,12 @@ func (m *Store) Apply(ctx context.Context, ops []store.Op) error {
 		op := &ops[i]
 		t, h := tables[i], hashes[i]
 		p := t.t.Policy()
-		s, _ := t.t.Load(h, op.Key)
-		undos = append(undos, undo{t, h, op.Key, s.Clone()})
+		s, held := t.t.Load(h, op.Key, op.Now)
+		u := undo{t, h, op.Key, algo.State{}} // a missing key is dropped again
+		if held {
+			u.s = s.Clone()
+		}
+		undos = append(undos, u)
 		ok, err := op.Carry(p, &s)
 		if err != nil {
 			rollback()

@@ -37,7 +37,7 @@ func FuzzTable(f *testing.F) {
 			if locked {
 				h := tb.Hash(key)
 				tb.Lock(tb.Shard(h))
-				s, _ := tb.Load(h, key)
+				s, _ := tb.Load(h, key, now)
 				got, gerr = p.Decide(&s, now, n)
 				tb.Store(h, key, s, now)
 				tb.Unlock(tb.Shard(h))

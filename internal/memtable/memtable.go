@@ -14,6 +14,18 @@
 // empty. And a shard never holds more than its share of the table's maximum
 // number of keys: to make room it evicts, from a sample of its keys, the one
 // that would drain soonest, which changes the fewest future decisions.
+//
+// Eviction never admits more than the policy. A shard joins the state of
+// each key it evicts before it drained into its shadow, a fixed table of
+// 256 algo.Shadow values indexed by the key's hash, allocated on the first
+// such eviction; a key the shard does not hold starts from its shadow
+// value rather than from the initial state. A shadow value is at least as
+// strict as every state joined into it (for each algorithm, algo.Shadow
+// says how: the latest TAT of a bucket, the fullest window, a log's units
+// as one entry at its newest time), so a key that returns is no better off
+// than when it was evicted, and keys that share a slot can only be denied
+// more, never admitted more. A slot clears itself once everything joined
+// into it has drained.
 package memtable
 
 import (
@@ -98,7 +110,7 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	sh := &t.shards[t.Shard(h)]
 	sh.mu.Lock()
 	if t.log {
-		d, err := t.decideLog(sh, key, now, n)
+		d, err := t.decideLog(sh, h, key, now, n)
 		sh.mu.Unlock()
 		return d, err
 	}
@@ -106,6 +118,8 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	var s algo.State
 	if found {
 		s = sh.slots[i].c.State(t.p.Algorithm())
+	} else if sh.shadow != nil {
+		s = t.p.Recall(sh.shadow[shadowSlot(h)], now)
 	}
 	d, err := t.p.Decide(&s, now, n)
 	if d.Allowed && n > 0 {
@@ -123,10 +137,10 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	return d, err
 }
 
-func (t *Table) decideLog(sh *shard, key string, now, n int64) (algo.Decision, error) {
+func (t *Table) decideLog(sh *shard, h uint64, key string, now, n int64) (algo.Decision, error) {
 	s := sh.logs[key]
 	if s == nil {
-		var fresh algo.State
+		fresh := t.recall(sh, h, now)
 		d, err := t.p.Decide(&fresh, now, n)
 		if d.Allowed && n > 0 {
 			t.insertLog(sh, key, &fresh, now)
@@ -136,22 +150,45 @@ func (t *Table) decideLog(sh *shard, key string, now, n int64) (algo.Decision, e
 	return t.p.Decide(s, now, n)
 }
 
-// Load returns key's state, and whether the table holds it, for a caller
-// that holds the key's shard lock. A sliding-log state shares its log with
-// the table: Clone it before changing it if it must be put back.
-func (t *Table) Load(h uint64, key string) (algo.State, bool) {
+// Load returns key's state at now, and whether the table holds it, for a
+// caller that holds the key's shard lock. A key the table does not hold has
+// the state it would start from (see the package doc on eviction). A
+// sliding-log state shares its log with the table: Clone it before
+// changing it if it must be put back.
+func (t *Table) Load(h uint64, key string, now int64) (algo.State, bool) {
 	sh := &t.shards[t.Shard(h)]
 	if t.log {
 		if s := sh.logs[key]; s != nil {
 			return *s, true
 		}
-		return algo.State{}, false
-	}
-	if i, ok := sh.find(h, key); ok {
+	} else if i, ok := sh.find(h, key); ok {
 		return sh.slots[i].c.State(t.p.Algorithm()), true
 	}
-	return algo.State{}, false
+	return t.recall(sh, h, now), false
 }
+
+// recall returns the state at now of a key of hash h missing from sh.
+func (t *Table) recall(sh *shard, h uint64, now int64) algo.State {
+	if sh.shadow == nil {
+		return algo.State{}
+	}
+	return t.p.Recall(sh.shadow[shadowSlot(h)], now)
+}
+
+// forget adds the state of a key of hash h, dropped at now before it
+// drained, to sh's shadow.
+func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
+	if sh.shadow == nil {
+		sh.shadow = make([]algo.Shadow, shadowSlots)
+	}
+	t.p.Forget(&sh.shadow[shadowSlot(h)], s, now)
+	sh.evictions++
+}
+
+// shadowSlots is the size of a shard's shadow, a power of two.
+const shadowSlots = 256
+
+func shadowSlot(h uint64) int { return int(h & (shadowSlots - 1)) }
 
 // Store puts key's state, for a caller that holds the key's shard lock; a
 // state drained at now is dropped instead.
@@ -206,6 +243,7 @@ type shard struct {
 	n         int // keys in slots
 	max       int // most keys this shard may hold
 	logs      map[string]*algo.State
+	shadow    []algo.Shadow // states of evicted keys, by hash; nil until one is
 	logSweep  int // sweep logs when they reach this many keys
 	drained   uint64
 	evictions uint64
@@ -322,20 +360,16 @@ func (t *Table) evict(sh *shard, now int64) {
 			best, bestAt = i, at
 		}
 	}
-	if best >= 0 {
-		sh.remove(best, t)
-		sh.count(bestAt <= now)
+	if best < 0 {
+		return
 	}
-}
-
-// count counts a key dropped to make room: drained, or evicted with state
-// that still mattered.
-func (sh *shard) count(drained bool) {
-	if drained {
+	if bestAt <= now {
 		sh.drained++
 	} else {
-		sh.evictions++
+		s := sh.slots[best].c.State(alg)
+		t.forget(sh, t.Hash(sh.slots[best].key), &s, now)
 	}
+	sh.remove(best, t)
 }
 
 // remove empties slot i and shifts later keys of its probe run back.
@@ -386,8 +420,12 @@ func (t *Table) insertLog(sh *shard, key string, s *algo.State, now int64) {
 				break
 			}
 		}
+		if bestAt <= now {
+			sh.drained++
+		} else {
+			t.forget(sh, t.Hash(bestKey), sh.logs[bestKey], now)
+		}
 		delete(sh.logs, bestKey)
-		sh.count(bestAt <= now)
 	}
 	sh.logs[key] = s
 }

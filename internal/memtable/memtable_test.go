@@ -71,7 +71,7 @@ func TestLoadStore(t *testing.T) {
 			h := tb.Hash(key)
 			sh := tb.Shard(h)
 			tb.Lock(sh)
-			s, _ := tb.Load(h, key)
+			s, _ := tb.Load(h, key, now)
 			got, _ := p.Decide(&s, now, 1)
 			tb.Store(h, key, s, now)
 			tb.Unlock(sh)
@@ -89,6 +89,8 @@ func TestLoadStore(t *testing.T) {
 
 // TestBound sends 200,000 distinct keys, none of which drains, to a
 // table bounded to 4,096: it never holds more, and counts each eviction.
+// Once evicted keys fill the shadow, a new key starts from their state:
+// most are denied, which is the price of never admitting a returning key.
 func TestBound(t *testing.T) {
 	for _, ps := range []string{"token-bucket 1/1h", "sliding-log 1/1h"} {
 		p, _ := algo.ParsePolicy(ps)
@@ -97,9 +99,10 @@ func TestBound(t *testing.T) {
 		if len(tb.shards) != 4 {
 			t.Fatalf("%d shards for %d keys, want 4 (at least %d keys each)", len(tb.shards), max, minShardKeys)
 		}
+		admitted := 0
 		for i := range keys {
-			if d, _ := tb.Decide(fmt.Sprint("attacker-", i), int64(i), 1); !d.Allowed {
-				t.Fatalf("%s: a fresh key was denied", ps)
+			if d, _ := tb.Decide(fmt.Sprint("attacker-", i), int64(i), 1); d.Allowed {
+				admitted++
 			}
 			if i%1000 == 0 {
 				if n := tb.Stats().Keys; n > max {
@@ -108,7 +111,7 @@ func TestBound(t *testing.T) {
 			}
 		}
 		st := tb.Stats()
-		if st.Keys > max || st.Keys < max*9/10 || uint64(st.Keys)+st.Evictions != keys {
+		if st.Keys > max || st.Keys < max*9/10 || uint64(st.Keys)+st.Evictions != uint64(admitted) {
 			t.Fatalf("%s: stats %+v after %d keys, bound %d", ps, st, keys, max)
 		}
 		for i := range tb.shards {
@@ -167,7 +170,7 @@ func TestEvictsSoonestDrained(t *testing.T) {
 	for i := range 24 {
 		key := fmt.Sprint("late", i)
 		h := tb.Hash(key)
-		if _, ok := tb.Load(h, key); ok {
+		if _, ok := tb.Load(h, key, 1); ok {
 			survived++
 		}
 	}
@@ -224,7 +227,7 @@ func TestAppendEntries(t *testing.T) {
 				seen[e.Key] = true
 				h := tb.Hash(e.Key)
 				tb.Lock(tb.Shard(h))
-				s, ok := tb.Load(h, e.Key)
+				s, ok := tb.Load(h, e.Key, 0)
 				tb.Unlock(tb.Shard(h))
 				a, _ := s.MarshalBinary()
 				b, _ := e.State.MarshalBinary()
@@ -239,7 +242,7 @@ func TestAppendEntries(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := tb.Hash(e.Key)
-			s, _ := tb.Load(h, e.Key)
+			s, _ := tb.Load(h, e.Key, 0)
 			if after, _ := s.MarshalBinary(); string(after) != string(before) {
 				t.Errorf("deciding on a copy changed the table: %x, then %x", before, after)
 			}

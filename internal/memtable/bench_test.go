@@ -1,0 +1,29 @@
+package memtable
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// BenchmarkDecideFlood decides on a new key each time in a full table, so
+// that every decision evicts a key whose state has not drained.
+func BenchmarkDecideFlood(b *testing.B) {
+	for _, ps := range []string{"token-bucket 10/1m", "sliding-log 10/1m"} {
+		b.Run(ps, func(b *testing.B) {
+			p := algo.MustParsePolicy(ps)
+			tb := New(p, 1<<12, 4)
+			keys := make([]string, 1<<16)
+			for i := range keys {
+				keys[i] = "flood:" + strconv.Itoa(i)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				tb.Decide(keys[i&(len(keys)-1)], int64(i), 1+int64(i%10))
+				i++
+			}
+		})
+	}
+}
