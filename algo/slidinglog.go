@@ -1,6 +1,9 @@
 package algo
 
-import "time"
+import (
+	"time"
+	"unsafe"
+)
 
 // slidingLog keeps the admitted units of the last PERIOD: an entry counts
 // while its time is after t-PERIOD. Units admitted at one instant share an
@@ -99,4 +102,15 @@ func (r *ring) resize(size int) {
 		buf[i] = r.at(i)
 	}
 	r.buf, r.head = buf, 0
+}
+
+// LogSize returns the bytes a sliding-log State holds outside the State
+// itself, its log's ring and entries; 0 for the other algorithms. A log
+// holds at most LIMIT entries of 16 bytes, in a ring of at most twice the
+// entries it holds.
+func (s *State) LogSize() int {
+	if s.log == nil {
+		return 0
+	}
+	return int(unsafe.Sizeof(ring{})) + len(s.log.buf)*int(unsafe.Sizeof(entry{}))
 }

@@ -1,6 +1,7 @@
 package memtable
 
 import (
+	"math"
 	"strconv"
 	"testing"
 
@@ -13,7 +14,7 @@ func BenchmarkDecideFlood(b *testing.B) {
 	for _, ps := range []string{"token-bucket 10/1m", "sliding-log 10/1m"} {
 		b.Run(ps, func(b *testing.B) {
 			p := algo.MustParsePolicy(ps)
-			tb := New(p, 1<<12, 4)
+			tb := New(p, 1<<12, 4, NewBudget(math.MaxInt64))
 			keys := make([]string, 1<<16)
 			for i := range keys {
 				keys[i] = "flood:" + strconv.Itoa(i)

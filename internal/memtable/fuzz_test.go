@@ -3,6 +3,7 @@ package memtable
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/floodgate/floodgate/algo"
@@ -22,7 +23,7 @@ func FuzzTable(f *testing.F) {
 			t.Fatal(err)
 		}
 		const bound = 12
-		tb := New(p, bound, 1)
+		tb := New(p, bound, 1, NewBudget(math.MaxInt64))
 		ref := map[string]*algo.State{}
 		now := int64(0)
 		for len(data) >= 4 {

@@ -17,8 +17,8 @@
 //
 // Eviction never admits more than the policy. A shard joins the state of
 // each key it evicts before it drained into its shadow, a fixed table of
-// 256 algo.Shadow values indexed by the key's hash, allocated on the first
-// such eviction; a key the shard does not hold starts from its shadow
+// algo.Shadow values indexed by the key's hash (1,024 per Table, at least 16
+// per shard), allocated on the first such eviction; a key the shard does not hold starts from its shadow
 // value rather than from the initial state. A shadow value is at least as
 // strict as every state joined into it (for each algorithm, algo.Shadow
 // says how: the latest TAT of a bucket, the fullest window, a log's units
@@ -29,9 +29,11 @@
 package memtable
 
 import (
+	"errors"
 	"hash/maphash"
 	"maps"
 	"math/bits"
+	"strings"
 	"sync"
 
 	"github.com/floodgate/floodgate/algo"
@@ -40,12 +42,17 @@ import (
 // Table holds the states of one policy's keys. It is safe for concurrent
 // use.
 type Table struct {
+	b      *Budget
 	p      algo.Policy
 	log    bool // sliding-log: states in shard.logs
 	seed   maphash.Seed
 	shift  uint // shard index = hash >> shift
 	shards []shard
+	closed bool // set by Close under every shard's lock
 }
+
+// ErrClosed is returned by Decide on a Table that Close freed.
+var ErrClosed = errors.New("memtable: table closed")
 
 // Stats counts a Table's keys and what it dropped.
 type Stats struct {
@@ -61,14 +68,14 @@ const minShardKeys = 1024
 
 // New returns a Table for policy p holding at most maxKeys keys (at least
 // 1) in up to shards shards (a power of two, reduced so that each shard may
-// hold at least minShardKeys keys).
-func New(p algo.Policy, maxKeys, shards int) *Table {
+// hold at least minShardKeys keys), counting its bytes in b.
+func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 	maxKeys = max(maxKeys, 1)
 	n := 1
 	for n*2 <= shards && n*2*minShardKeys <= maxKeys {
 		n *= 2
 	}
-	t := &Table{p: p, log: p.Algorithm() == algo.SlidingLog, seed: maphash.MakeSeed(),
+	t := &Table{b: b, p: p, log: p.Algorithm() == algo.SlidingLog, seed: maphash.MakeSeed(),
 		shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -81,6 +88,7 @@ func New(p algo.Policy, maxKeys, shards int) *Table {
 			sh.logs = make(map[string]*algo.State)
 		}
 	}
+	b.add(tableBytes + int64(n)*shardBytes)
 	return t
 }
 
@@ -109,6 +117,11 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	h := t.Hash(key)
 	sh := &t.shards[t.Shard(h)]
 	sh.mu.Lock()
+	if t.closed {
+		sh.mu.Unlock()
+		return algo.Decision{}, ErrClosed
+	}
+	sh.last = max(sh.last, now)
 	if t.log {
 		d, err := t.decideLog(sh, h, key, now, n)
 		sh.mu.Unlock()
@@ -119,7 +132,7 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	if found {
 		s = sh.slots[i].c.State(t.p.Algorithm())
 	} else if sh.shadow != nil {
-		s = t.p.Recall(sh.shadow[shadowSlot(h)], now)
+		s = t.p.Recall(sh.shadow[sh.shadowSlot(h)], now)
 	}
 	d, err := t.p.Decide(&s, now, n)
 	if d.Allowed && n > 0 {
@@ -147,7 +160,12 @@ func (t *Table) decideLog(sh *shard, h uint64, key string, now, n int64) (algo.D
 		}
 		return d, err
 	}
-	return t.p.Decide(s, now, n)
+	before := s.LogSize()
+	d, err := t.p.Decide(s, now, n)
+	if after := s.LogSize(); after != before {
+		t.b.add(int64(after - before))
+	}
+	return d, err
 }
 
 // Load returns key's state at now, and whether the table holds it, for a
@@ -172,36 +190,43 @@ func (t *Table) recall(sh *shard, h uint64, now int64) algo.State {
 	if sh.shadow == nil {
 		return algo.State{}
 	}
-	return t.p.Recall(sh.shadow[shadowSlot(h)], now)
+	return t.p.Recall(sh.shadow[sh.shadowSlot(h)], now)
 }
 
 // forget adds the state of a key of hash h, dropped at now before it
 // drained, to sh's shadow.
 func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
 	if sh.shadow == nil {
-		sh.shadow = make([]algo.Shadow, shadowSlots)
+		n := max(shadowSlots/len(t.shards), minShadowSlots)
+		sh.shadow = make([]algo.Shadow, n)
+		t.b.add(int64(n) * shadowSlotBytes)
 	}
-	t.p.Forget(&sh.shadow[shadowSlot(h)], s, now)
+	t.p.Forget(&sh.shadow[sh.shadowSlot(h)], s, now)
 	sh.evictions++
 }
 
-// shadowSlots is the size of a shard's shadow, a power of two.
-const shadowSlots = 256
+// shadowSlots is the size of a table's shadow, split among its shards, at
+// least minShadowSlots each; both are powers of two.
+const shadowSlots, minShadowSlots = 1024, 16
 
-func shadowSlot(h uint64) int { return int(h & (shadowSlots - 1)) }
+// shadowSlot returns the index of a key of hash h in its shard's shadow.
+func (sh *shard) shadowSlot(h uint64) int { return int(h & uint64(len(sh.shadow)-1)) }
 
 // Store puts key's state, for a caller that holds the key's shard lock; a
 // state drained at now is dropped instead.
 func (t *Table) Store(h uint64, key string, s algo.State, now int64) {
 	sh := &t.shards[t.Shard(h)]
+	sh.last = max(sh.last, now)
 	drained := t.p.ResetAt(&s) <= now
 	if t.log {
-		if drained {
-			delete(sh.logs, key)
+		if old := sh.logs[key]; old != nil && drained {
+			t.deleteLog(sh, key, old)
 			return
-		}
-		if old := sh.logs[key]; old != nil {
+		} else if old != nil {
+			t.b.add(int64(s.LogSize() - old.LogSize()))
 			*old = s
+			return
+		} else if drained {
 			return
 		}
 		ls := s // on the heap here only: s stays on the caller's stack
@@ -244,10 +269,11 @@ type shard struct {
 	max       int // most keys this shard may hold
 	logs      map[string]*algo.State
 	shadow    []algo.Shadow // states of evicted keys, by hash; nil until one is
-	logSweep  int // sweep logs when they reach this many keys
+	logSweep  int           // sweep logs when they reach this many keys
 	drained   uint64
 	evictions uint64
 	rnd       uint64 // eviction sampling
+	last      int64  // the latest time of an op on the shard
 	bits      uint   // log2 of the number of shards
 	_         [64]byte
 }
@@ -306,6 +332,11 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 	if sh.n >= sh.max {
 		t.evict(sh, now)
 	}
+	if t.b.Over() && !t.makeRoom(sh, int64(len(key)), now) {
+		s := c.State(t.p.Algorithm())
+		t.forget(sh, h, &s, now) // the shard is empty: keep the state in the shadow
+		return
+	}
 	// Past 7/8 full, drop drained keys; if that frees less than 1/16 of the
 	// slots, grow by a quarter. Tables stay 70% to 87% full, and probing
 	// stays cheap because it reads one tag byte per slot.
@@ -317,8 +348,9 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 	}
 	i, _ := sh.find(h, key)
 	sh.tags[i] = tagOf(h)
-	sh.slots[i] = slot{key: key, c: c}
+	sh.slots[i] = slot{key: strings.Clone(key), c: c} // hold key's bytes, not a buffer it is part of
 	sh.n++
+	t.b.add(int64(len(key)))
 }
 
 // sweep drops every key drained at now, and shrinks a shard left less
@@ -341,9 +373,24 @@ func (t *Table) sweep(sh *shard, now int64) {
 	}
 }
 
-// evict drops, of a sample of keys, the one whose state drains first: a
-// drained one if the sample has one, which costs nothing.
-func (t *Table) evict(sh *shard, now int64) {
+// makeRoom, for a shard whose Budget is spent, evicts keys of at least
+// need bytes, shrinks the shard when that leaves it mostly empty, and
+// reports whether it found them. So a new key never adds bytes while the
+// budget is spent.
+func (t *Table) makeRoom(sh *shard, need int64, now int64) bool {
+	for need > 0 && sh.n > 0 {
+		need -= t.evict(sh, now)
+	}
+	if len(sh.tags) > minSlots && sh.n*4 < len(sh.tags) {
+		t.resize(sh, max(sh.n*2, minSlots)) // half full
+	}
+	return need <= 0
+}
+
+// evict drops, of a sample of keys, the one whose state drains first (a
+// drained one if the sample has one, which costs nothing), and returns its
+// key's bytes.
+func (t *Table) evict(sh *shard, now int64) int64 {
 	const sample = 8
 	alg := t.p.Algorithm()
 	size := len(sh.tags)
@@ -361,20 +408,23 @@ func (t *Table) evict(sh *shard, now int64) {
 		}
 	}
 	if best < 0 {
-		return
+		return 0
 	}
+	key := sh.slots[best].key
 	if bestAt <= now {
 		sh.drained++
 	} else {
 		s := sh.slots[best].c.State(alg)
-		t.forget(sh, t.Hash(sh.slots[best].key), &s, now)
+		t.forget(sh, t.Hash(key), &s, now)
 	}
 	sh.remove(best, t)
+	return int64(len(key))
 }
 
 // remove empties slot i and shifts later keys of its probe run back.
 func (sh *shard) remove(i int, t *Table) {
 	size := len(sh.tags)
+	t.b.add(-int64(len(sh.slots[i].key)))
 	sh.tags[i], sh.slots[i] = 0, slot{}
 	sh.n--
 	for j := next(i, size); sh.tags[j] != 0; j = next(j, size) {
@@ -391,6 +441,7 @@ func (sh *shard) remove(i int, t *Table) {
 func (t *Table) resize(sh *shard, size int) {
 	tags, slots := sh.tags, sh.slots
 	sh.tags, sh.slots = make([]uint8, size), make([]slot, size)
+	t.b.add(int64(size-len(tags)) * slotBytes)
 	for i, tag := range tags {
 		if tag == 0 {
 			continue
@@ -409,25 +460,51 @@ func (t *Table) insertLog(sh *shard, key string, s *algo.State, now int64) {
 		t.sweepLogs(sh, now)
 	}
 	if len(sh.logs) >= sh.max {
-		const sample = 8
-		var bestKey string
-		bestAt, seen := int64(0), 0
-		for k, v := range sh.logs { // map order is random: a random sample
-			if at := t.p.ResetAt(v); seen == 0 || at < bestAt {
-				bestKey, bestAt = k, at
-			}
-			if seen++; seen == sample {
-				break
-			}
-		}
-		if bestAt <= now {
-			sh.drained++
-		} else {
-			t.forget(sh, t.Hash(bestKey), sh.logs[bestKey], now)
-		}
-		delete(sh.logs, bestKey)
+		t.evictLog(sh, now)
 	}
-	sh.logs[key] = s
+	size := logKeyBytes + int64(len(key)+s.LogSize())
+	if t.b.Over() {
+		for need := size; need > 0; need -= t.evictLog(sh, now) {
+			if len(sh.logs) == 0 {
+				t.forget(sh, t.Hash(key), s, now) // keep the state in the shadow
+				return
+			}
+		}
+	}
+	sh.logs[strings.Clone(key)] = s
+	t.b.add(size)
+}
+
+// evictLog evicts, of a sample of sliding-log keys, the one whose state
+// drains first, and returns the bytes it held.
+func (t *Table) evictLog(sh *shard, now int64) int64 {
+	const sample = 8
+	var bestKey string
+	bestAt, seen := int64(0), 0
+	for k, v := range sh.logs { // map order is random: a random sample
+		if at := t.p.ResetAt(v); seen == 0 || at < bestAt {
+			bestKey, bestAt = k, at
+		}
+		if seen++; seen == sample {
+			break
+		}
+	}
+	s := sh.logs[bestKey]
+	if bestAt <= now {
+		sh.drained++
+	} else {
+		t.forget(sh, t.Hash(bestKey), s, now)
+	}
+	return t.deleteLog(sh, bestKey, s)
+}
+
+// deleteLog removes sliding-log key, whose state is s, and returns the
+// bytes it held.
+func (t *Table) deleteLog(sh *shard, key string, s *algo.State) int64 {
+	delete(sh.logs, key)
+	size := logKeyBytes + int64(len(key)+s.LogSize())
+	t.b.add(-size)
+	return size
 }
 
 // sweepLogs drops every drained log, rebuilds a mostly empty map (Go maps
@@ -437,7 +514,7 @@ func (t *Table) sweepLogs(sh *shard, now int64) {
 	before := len(sh.logs)
 	for k, v := range sh.logs {
 		if t.p.ResetAt(v) <= now {
-			delete(sh.logs, k)
+			t.deleteLog(sh, k, v)
 			sh.drained++
 		}
 	}

@@ -2,6 +2,7 @@ package memtable
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestDifferential(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(ps, func(t *testing.T) {
-			tb := New(p, 1<<20, 2)
+			tb := New(p, 1<<20, 2, NewBudget(math.MaxInt64))
 			ref := map[string]*algo.State{}
 			rng := rand.New(rand.NewPCG(1, 2))
 			now := int64(time.Hour)
@@ -61,7 +62,7 @@ func TestDifferential(t *testing.T) {
 func TestLoadStore(t *testing.T) {
 	for _, ps := range policies {
 		p, _ := algo.ParsePolicy(ps)
-		tb := New(p, 1<<20, 4)
+		tb := New(p, 1<<20, 4, NewBudget(math.MaxInt64))
 		ref := map[string]*algo.State{}
 		rng := rand.New(rand.NewPCG(3, 4))
 		now := int64(0)
@@ -95,7 +96,7 @@ func TestBound(t *testing.T) {
 	for _, ps := range []string{"token-bucket 1/1h", "sliding-log 1/1h"} {
 		p, _ := algo.ParsePolicy(ps)
 		const max, keys = 4096, 200_000
-		tb := New(p, max, 64)
+		tb := New(p, max, 64, NewBudget(math.MaxInt64))
 		if len(tb.shards) != 4 {
 			t.Fatalf("%d shards for %d keys, want 4 (at least %d keys each)", len(tb.shards), max, minShardKeys)
 		}
@@ -126,7 +127,7 @@ func TestBound(t *testing.T) {
 // a few new keys: the drained ones are dropped and the shards shrink.
 func TestDrainedHoldNoMemory(t *testing.T) {
 	p, _ := algo.ParsePolicy("token-bucket 10/1s")
-	tb := New(p, 1<<20, 4)
+	tb := New(p, 1<<20, 4, NewBudget(math.MaxInt64))
 	for i := range 100_000 {
 		tb.Decide(fmt.Sprint("k", i), 0, 1)
 	}
@@ -156,7 +157,7 @@ func TestDrainedHoldNoMemory(t *testing.T) {
 // few that drain late; evictions must take the soon ones.
 func TestEvictsSoonestDrained(t *testing.T) {
 	p, _ := algo.ParsePolicy("leaky-bucket 1/1s capacity=1000")
-	tb := New(p, 1024, 1)
+	tb := New(p, 1024, 1, NewBudget(math.MaxInt64))
 	for i := range 1000 {
 		tb.Decide(fmt.Sprint("soon", i), 0, 1) // drains at 1s
 	}
@@ -184,7 +185,7 @@ func TestEvictsSoonestDrained(t *testing.T) {
 
 func BenchmarkDecideOneKey(b *testing.B) {
 	p, _ := algo.ParsePolicy("token-bucket 1000000000/1s")
-	tb := New(p, 1<<20, 64)
+	tb := New(p, 1<<20, 64, NewBudget(math.MaxInt64))
 	b.ReportAllocs()
 	now := int64(0)
 	for b.Loop() {
@@ -202,7 +203,7 @@ func TestAppendEntries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tb := New(p, 1<<14, 4)
+			tb := New(p, 1<<14, 4, NewBudget(math.MaxInt64))
 			period := int64(p.Period())
 			for i := range 3000 {
 				if _, err := tb.Decide(fmt.Sprint("k", i), int64(i%2)*10*period, 1); err != nil {

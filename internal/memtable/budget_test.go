@@ -1,0 +1,101 @@
+package memtable
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/floodgate/floodgate/algo"
+)
+
+// counted recomputes the bytes t holds, as its Budget counts them.
+func counted(t *Table) int64 {
+	n := tableBytes + int64(len(t.shards))*shardBytes
+	for i := range t.shards {
+		sh := &t.shards[i]
+		n += int64(len(sh.tags))*slotBytes + int64(len(sh.shadow))*int64(unsafe.Sizeof(algo.Shadow{}))
+		for j, tag := range sh.tags {
+			if tag != 0 {
+				n += int64(len(sh.slots[j].key))
+			}
+		}
+		for k, s := range sh.logs {
+			n += logKeyBytes + int64(len(k)+s.LogSize())
+		}
+	}
+	return n
+}
+
+// TestBudget runs random traces of long keys through tables sharing a
+// small Budget: the count always matches what the tables hold, the bytes
+// held stay within the budget but for a table's fixed parts and one key,
+// and closing the tables once drained gives every byte back.
+func TestBudget(t *testing.T) {
+	const budget = 256 << 10
+	b := NewBudget(budget)
+	var tables []*Table
+	for _, ps := range policies {
+		tables = append(tables, New(algo.MustParsePolicy(ps), 1<<20, 4, b))
+	}
+	var fixed int64
+	for _, tb := range tables {
+		fixed += counted(tb)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	pad := strings.Repeat("x", 1000)
+	now := int64(time.Hour)
+	for i := range 30_000 {
+		now += rng.Int64N(int64(time.Millisecond))
+		tb := tables[rng.IntN(len(tables))]
+		key := fmt.Sprint(pad[:rng.IntN(len(pad))], rng.IntN(5000))
+		if _, err := tb.Decide(key, now, 1+rng.Int64N(3)); err != nil {
+			t.Fatal(err)
+		}
+		if i%1000 == 0 {
+			var sum int64
+			for _, tb := range tables {
+				sum += counted(tb)
+			}
+			if sum != b.Held() {
+				t.Fatalf("event %d: budget counts %d bytes, tables hold %d", i, b.Held(), sum)
+			}
+		}
+	}
+	// Shadows and slot arrays that cannot shrink are the fixed parts.
+	if held, most := b.Held(), budget+fixed+int64(len(tables))*(4*16*16+4*(minSlots+1)*slotBytes+1024); held > most {
+		t.Fatalf("%d bytes held, budget %d (at most %d with the tables' fixed parts)", held, budget, most)
+	}
+	now += int64(time.Hour)
+	for _, tb := range tables {
+		tb.Decide("late", now, 0) // a peek moves the table's clock, adds nothing
+		if !tb.Close() {
+			t.Fatalf("%s: a drained table did not close", tb.Policy())
+		}
+		if _, err := tb.Decide("k", now, 1); err != ErrClosed {
+			t.Fatalf("Decide on a closed table: %v", err)
+		}
+	}
+	if b.Held() != 0 {
+		t.Fatalf("%d bytes held after every table closed", b.Held())
+	}
+}
+
+// TestCloseKeepsLiveTables: a table holding state that has not drained at
+// its latest time, in a key or in its shadow only, does not close.
+func TestCloseKeepsLiveTables(t *testing.T) {
+	p := algo.MustParsePolicy("fixed-window 5/1m")
+	tb := New(p, 1, 1, NewBudget(1<<30))
+	tb.Decide("a", 0, 1)
+	tb.Decide("b", 0, 1) // evicts a into the shadow
+	tb.Decide("b", int64(time.Minute)-1, 0)
+	if tb.Close() {
+		t.Fatal("a table with a live key closed")
+	}
+	tb.Decide("c", int64(time.Minute), 0) // b drains; the shadow too
+	if !tb.Close() {
+		t.Fatal("a drained table did not close")
+	}
+}
