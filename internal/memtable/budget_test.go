@@ -99,3 +99,38 @@ func TestCloseKeepsLiveTables(t *testing.T) {
 		t.Fatal("a drained table did not close")
 	}
 }
+
+// TestFold folds a table into a Shadow and gives it to the next one as
+// its floor: a key that was at its limit stays denied, for every
+// algorithm, and the floor drains with the key's state.
+func TestFold(t *testing.T) {
+	for _, ps := range policies {
+		p := algo.MustParsePolicy(ps)
+		b := NewBudget(1 << 30)
+		tb := New(p, 1<<10, 4, b)
+		for {
+			if d, _ := tb.Decide("k", 0, 1); !d.Allowed {
+				break
+			}
+		}
+		if _, ok := tb.Fold(0); ok {
+			t.Fatalf("%s: a table of one key folded with a maximum of none", ps)
+		}
+		f, ok := tb.Fold(1)
+		if !ok || b.Held() != 0 {
+			t.Fatalf("%s: Fold: %v, %d bytes held after", ps, ok, b.Held())
+		}
+		next := New(p, 1<<10, 4, b)
+		next.SetFloor(f)
+		if d, _ := next.Decide("k", 1, 1); d.Allowed {
+			t.Fatalf("%s: a key at its limit was admitted after its table folded", ps)
+		}
+		if next.Close() {
+			t.Fatalf("%s: a table whose floor has not drained closed", ps)
+		}
+		later := 3 * int64(p.Period())
+		if d, _ := next.Decide("other", later, 0); !d.Allowed || !next.Close() { // a peek moves its clock
+			t.Fatalf("%s: the floor did not drain", ps)
+		}
+	}
+}

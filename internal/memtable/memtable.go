@@ -18,7 +18,8 @@
 // Eviction never admits more than the policy. A shard joins the state of
 // each key it evicts before it drained into its shadow, a fixed table of
 // algo.Shadow values indexed by the key's hash (1,024 per Table, at least 16
-// per shard), allocated on the first such eviction; a key the shard does not hold starts from its shadow
+// per shard; 16 for a table made while its Budget is spent), allocated on
+// the first such eviction; a key the shard does not hold starts from its shadow
 // value rather than from the initial state. A shadow value is at least as
 // strict as every state joined into it (for each algorithm, algo.Shadow
 // says how: the latest TAT of a bucket, the fullest window, a log's units
@@ -35,6 +36,7 @@ import (
 	"math/bits"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/floodgate/floodgate/algo"
 )
@@ -42,13 +44,16 @@ import (
 // Table holds the states of one policy's keys. It is safe for concurrent
 // use.
 type Table struct {
-	b      *Budget
-	p      algo.Policy
-	log    bool // sliding-log: states in shard.logs
-	seed   maphash.Seed
-	shift  uint // shard index = hash >> shift
-	shards []shard
-	closed bool // set by Close under every shard's lock
+	b       *Budget
+	p       algo.Policy
+	log     bool // sliding-log: states in shard.logs
+	seed    maphash.Seed
+	shift   uint // shard index = hash >> shift
+	shards  []shard
+	closed  atomic.Bool // set by Close under every shard's lock
+	shadowN int         // slots of a shard's shadow
+	floor   algo.State  // with floored, what a missing key starts from at least
+	floored bool
 }
 
 // ErrClosed is returned by Decide on a Table that Close freed.
@@ -88,6 +93,10 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 			sh.logs = make(map[string]*algo.State)
 		}
 	}
+	t.shadowN = max(shadowSlots/n, minShadowSlots)
+	if b.Over() {
+		t.shadowN = minShadowSlots // made under pressure: stay small
+	}
 	b.add(tableBytes + int64(n)*shardBytes)
 	return t
 }
@@ -117,7 +126,7 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	h := t.Hash(key)
 	sh := &t.shards[t.Shard(h)]
 	sh.mu.Lock()
-	if t.closed {
+	if t.closed.Load() {
 		sh.mu.Unlock()
 		return algo.Decision{}, ErrClosed
 	}
@@ -131,8 +140,8 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	var s algo.State
 	if found {
 		s = sh.slots[i].c.State(t.p.Algorithm())
-	} else if sh.shadow != nil {
-		s = t.p.Recall(sh.shadow[sh.shadowSlot(h)], now)
+	} else if sh.shadow != nil || t.floored {
+		s = t.recall(sh, h, now)
 	}
 	d, err := t.p.Decide(&s, now, n)
 	if d.Allowed && n > 0 {
@@ -187,17 +196,26 @@ func (t *Table) Load(h uint64, key string, now int64) (algo.State, bool) {
 
 // recall returns the state at now of a key of hash h missing from sh.
 func (t *Table) recall(sh *shard, h uint64, now int64) algo.State {
-	if sh.shadow == nil {
-		return algo.State{}
+	switch {
+	case t.floored:
+		var v algo.Shadow
+		t.p.Forget(&v, &t.floor, now)
+		if sh.shadow != nil {
+			s := t.p.Recall(sh.shadow[sh.shadowSlot(h)], now)
+			t.p.Forget(&v, &s, now)
+		}
+		return t.p.Recall(v, now)
+	case sh.shadow != nil:
+		return t.p.Recall(sh.shadow[sh.shadowSlot(h)], now)
 	}
-	return t.p.Recall(sh.shadow[sh.shadowSlot(h)], now)
+	return algo.State{}
 }
 
 // forget adds the state of a key of hash h, dropped at now before it
 // drained, to sh's shadow.
 func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
 	if sh.shadow == nil {
-		n := max(shadowSlots/len(t.shards), minShadowSlots)
+		n := t.shadowN
 		sh.shadow = make([]algo.Shadow, n)
 		t.b.add(int64(n) * shadowSlotBytes)
 	}
@@ -206,7 +224,8 @@ func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
 }
 
 // shadowSlots is the size of a table's shadow, split among its shards, at
-// least minShadowSlots each; both are powers of two.
+// least minShadowSlots each (just that for a table made while its Budget is
+// spent); both are powers of two.
 const shadowSlots, minShadowSlots = 1024, 16
 
 // shadowSlot returns the index of a key of hash h in its shard's shadow.
