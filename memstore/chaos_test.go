@@ -3,11 +3,14 @@ package memstore_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/memstore"
+	"github.com/floodgate/floodgate/store"
 )
 
 // TestChaosKeyFlood floods a small store with new keys at costs from 1 to
@@ -51,7 +54,7 @@ func TestChaosKeyFlood(t *testing.T) {
 			}
 			victim := 0
 			for try := range 120 {
-				for i := range 500 {
+				for i := range 300 {
 					admit(fmt.Sprint("flood-", try, "-", i), now, 1+r.Int64N(p.Burst()))
 				}
 				now += int64(100 * time.Millisecond)
@@ -61,5 +64,123 @@ func TestChaosKeyFlood(t *testing.T) {
 			}
 			t.Logf("victim admitted %d times in 120 tries at its limit; %d flood keys", victim, len(exact)-1)
 		})
+	}
+}
+
+// heapInuse returns the heap's bytes in use after a collection.
+func heapInuse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse)
+}
+
+// memoryFlood sends events (each a table, a key and a time) to a store
+// bounded to budget bytes, checks that every key is admitted at most
+// limit times (each table's policy is a fixed window of an hour at least,
+// and no window ends during the flood), and returns the most heap in use
+// it saw above what was in use before. The store's own count of its bytes
+// must stay near the budget.
+func memoryFlood(t *testing.T, m *memstore.Store, events int, event func(i int) floodEvent) int64 {
+	t.Helper()
+	admitted := make([]int32, events) // by floodEvent.id
+	base := heapInuse()
+	var most int64
+	for i := range events {
+		e := event(i)
+		d, err := e.tb.Decide(ctx, e.key, e.now, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			if admitted[e.id]++; admitted[e.id] > e.limit {
+				t.Fatalf("event %d: a key admitted %d times, limit %d", i, admitted[e.id], e.limit)
+			}
+		}
+		if i%(events/8) == 0 {
+			most = max(most, heapInuse()-base)
+		}
+	}
+	most = max(most, heapInuse()-base)
+	st := m.Stats()
+	t.Logf("%d events: heap in use +%.1f MiB at most; store counts %.1f MiB of %.1f MiB, %d keys in %d tables, %d evictions",
+		events, float64(most)/(1<<20), float64(st.Bytes)/(1<<20), float64(st.MaxBytes)/(1<<20), st.Keys, st.Tables, st.Evictions)
+	if st.Bytes > st.MaxBytes+st.MaxBytes/4 {
+		t.Errorf("the store counts %d bytes held, bound %d", st.Bytes, st.MaxBytes)
+	}
+	return most
+}
+
+// floodEvent is an event of memoryFlood: a key of a table at now, whose
+// policy admits it limit times; id (less than the number of events) names
+// the key and its table.
+type floodEvent struct {
+	tb    store.Table
+	key   string
+	now   int64
+	limit int32
+	id    int
+}
+
+const floodBudget = 16 << 20
+
+// TestChaosMemoryLongKeys floods one policy with 1 KB keys: the heap stays
+// within three times the budget (heap spans that evictions leave partly
+// used count whole), where before the bound in bytes 200,000 keys took
+// more than 200 MiB; and no key is admitted beyond its limit.
+func TestChaosMemoryLongKeys(t *testing.T) {
+	m := memstore.New(0, memstore.MaxBytes(floodBudget))
+	tb, err := m.Table("long", algo.MustParsePolicy("fixed-window 2/1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("k", 1000)
+	most := memoryFlood(t, m, 300_000, func(i int) floodEvent {
+		k := i % 200_000
+		return floodEvent{tb, fmt.Sprintf("%s%012d", pad, k), int64(time.Hour) + int64(i), 2, k}
+	})
+	if most > 3*floodBudget {
+		t.Fatalf("heap in use grew by %d bytes, budget %d", most, floodBudget)
+	}
+}
+
+// TestChaosMemoryInlinePolicies floods 100 policies, each a table of its
+// own, with 149-byte keys: the heap stays within three times the budget
+// (before the bound in bytes, it grew with every key).
+func TestChaosMemoryInlinePolicies(t *testing.T) {
+	m := memstore.New(0, memstore.MaxBytes(floodBudget))
+	var tables []store.Table
+	for n := range 100 {
+		tb, err := m.Table("inline", algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1h", n+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, tb)
+	}
+	pad := strings.Repeat("client/", 20)
+	most := memoryFlood(t, m, 300_000, func(i int) floodEvent {
+		n, k := i%100, i/100%3000
+		return floodEvent{tables[n], fmt.Sprintf("%s%09d", pad, k), int64(time.Hour) + int64(i), int32(n + 1), n*3000 + k}
+	})
+	if most > 3*floodBudget {
+		t.Fatalf("heap in use grew by %d bytes, budget %d", most, floodBudget)
+	}
+}
+
+// TestChaosMemoryManyTables makes a table for each of 60,000 distinct
+// policies, as Envoy's limit overrides do, over 10 minutes of fake time:
+// tables whose keys drained are freed, so the heap stays within three times the
+// budget (before: every table was kept, +410 MB after 30,000).
+func TestChaosMemoryManyTables(t *testing.T) {
+	m := memstore.New(0, memstore.MaxBytes(floodBudget))
+	most := memoryFlood(t, m, 60_000, func(i int) floodEvent {
+		tb, err := m.Table("envoyrls/domain", algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1s", 1+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return floodEvent{tb, "client", int64(time.Hour) + int64(i)*int64(10*time.Millisecond), 1, i}
+	})
+	if most > 3*floodBudget {
+		t.Fatalf("heap in use grew by %d bytes, budget %d", most, floodBudget)
 	}
 }

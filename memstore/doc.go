@@ -19,6 +19,22 @@
 // it in Stats.Evictions. Each shard holds at most its share of maxKeys, so
 // evictions can begin slightly before a table as a whole is full.
 //
+// The store as a whole is bounded in bytes (MaxBytes, DefaultMaxBytes):
+// it counts what its tables hold (slot arrays, keys' bytes, sliding logs,
+// the tables themselves) and, once the bound is reached, a new key evicts
+// keys of at least its size from its shard instead of growing it, or goes
+// to the shard's shadow (below) when the shard holds none. A table made
+// while the bound is reached first frees the tables holding nothing that
+// has not drained at the latest time of their own ops (never by another
+// table's clock), then folds tables of at most four keys, such as Envoy's
+// limit overrides make, into one 16-byte state that the table starts from
+// when it is used again; it then gets one shard rather than 64. So the
+// bytes held stay within the bound but for a few keys and the fixed parts
+// of the tables made since the last sweep (about 1 KiB each). A
+// sliding-log policy whose log could take more than a sixteenth of the
+// bound (32 bytes per unit of LIMIT: MaxLogLimit) is refused by Table.
+// Stats.Bytes is the count.
+//
 // Eviction never admits more than the policy: an evicted key's state is
 // joined into a small hashed table of the strictest states of evicted keys,
 // and a key the store does not hold starts from its entry there. A key that

@@ -56,12 +56,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // WriteSnapshot returns w's first error, wrapped.
 func (m *Store) WriteSnapshot(w io.Writer, now int64) error {
 	m.mu.Lock()
-	tables := make([]*table, 0, len(m.tables))
-	for _, t := range m.tables {
-		tables = append(tables, t)
+	type named struct {
+		name string
+		l    *live
+	}
+	tables := make([]named, 0, len(m.tables))
+	for k, t := range m.tables {
+		tables = append(tables, named{k.name, t.cur.Load()})
 	}
 	m.mu.Unlock()
-	slices.SortFunc(tables, func(a, b *table) int { return a.id - b.id })
+	slices.SortFunc(tables, func(a, b named) int { return a.l.id - b.l.id })
 
 	crc := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
@@ -72,12 +76,12 @@ func (m *Store) WriteSnapshot(w io.Writer, now int64) error {
 	var buf []byte
 	for _, t := range tables {
 		written := false
-		for i := range t.t.Shards() {
-			entries = t.t.AppendEntries(entries[:0], i, now)
+		for i := range t.l.t.Shards() {
+			entries = t.l.t.AppendEntries(entries[:0], i, now)
 			if len(entries) > 0 && !written {
 				buf = append(buf[:0], recTable)
 				buf = appendString(buf, t.name)
-				buf = appendString(buf, t.t.Policy().String())
+				buf = appendString(buf, t.l.t.Policy().String())
 				bw.Write(buf)
 				written = true
 				nTables++
@@ -149,11 +153,7 @@ func (m *Store) ReadSnapshot(r io.Reader, now int64) error {
 		}
 		t := tb.(*table)
 		for _, e := range rt.keys {
-			h := t.t.Hash(e.Key)
-			sh := t.t.Shard(h)
-			t.t.Lock(sh)
-			t.t.Store(h, e.Key, e.State, now)
-			t.t.Unlock(sh)
+			t.put(e.Key, e.State, now)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/memtable"
@@ -17,17 +18,44 @@ import (
 // README has the size of a key, measured by the bench module).
 const DefaultMaxKeys = 1 << 20
 
+// DefaultMaxBytes is the memory a store holds at most when New is given
+// no MaxBytes option: 256 MiB.
+const DefaultMaxBytes = 256 << 20
+
 // shards is the number of shards per table: enough that goroutines
-// on different keys rarely wait for each other.
+// on different keys rarely wait for each other. A table made while the
+// store's memory is spent has one shard.
 const shards = 64
 
 // Store is a memory store: a store.Store whose tables live in this
-// process, each bounded to maxKeys keys (see the package documentation).
-// Make one with New. A Store is safe for concurrent use.
+// process, each bounded to maxKeys keys and all together to a number of
+// bytes (see the package documentation). Make one with New. A Store is safe
+// for concurrent use.
 type Store struct {
 	maxKeys int
+	budget  *memtable.Budget
 	mu      sync.Mutex
 	tables  map[tableKey]*table
+	folded  map[tableKey]algo.Shadow // tables freed with live state, folded
+	nextID  int
+	sweepAt int // the number of tables from which freeDrained runs again
+}
+
+// An Option configures a Store made by New.
+type Option interface{ apply(*Store) }
+
+type maxBytes int64
+
+func (n maxBytes) apply(m *Store) { m.budget = memtable.NewBudget(int64(n)) }
+
+// MaxBytes bounds the memory the store holds, over all its tables, to about
+// n bytes (see the package documentation); 0 or less means
+// DefaultMaxBytes.
+func MaxBytes(n int64) Option {
+	if n <= 0 {
+		n = DefaultMaxBytes
+	}
+	return maxBytes(n)
 }
 
 type tableKey struct {
@@ -35,30 +63,116 @@ type tableKey struct {
 	p    algo.Policy
 }
 
+// live is the memtable a table handle uses now, with the id that orders
+// the locking of its shards.
+type live struct {
+	id int
+	t  *memtable.Table
+}
+
 // New returns an empty memory store holding at most maxKeys keys per
-// table; 0 (or less) means DefaultMaxKeys.
-func New(maxKeys int) *Store {
+// table (0 or less means DefaultMaxKeys) and DefaultMaxBytes in all, unless
+// an option says otherwise.
+func New(maxKeys int, opts ...Option) *Store {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	return &Store{maxKeys: maxKeys, tables: make(map[tableKey]*table)}
+	m := &Store{maxKeys: maxKeys, tables: make(map[tableKey]*table), folded: make(map[tableKey]algo.Shadow)}
+	MaxBytes(0).apply(m)
+	for _, o := range opts {
+		o.apply(m)
+	}
+	return m
 }
 
-// Table implements store.Store.
+// Table implements store.Store. A sliding-log policy whose log could take
+// more than a sixteenth of the store's memory (32 bytes per unit of its
+// LIMIT) is refused with an error wrapping algo.ErrInvalidPolicy.
 func (m *Store) Table(name string, p algo.Policy) (store.Table, error) {
 	if p.IsZero() {
 		return nil, fmt.Errorf("memstore: %w: the zero Policy", algo.ErrInvalidPolicy)
+	}
+	if most := m.MaxLogLimit(); p.Algorithm() == algo.SlidingLog && p.Limit() > most {
+		return nil, fmt.Errorf("memstore: %w: %s: a sliding log of LIMIT %d could take more than a sixteenth of the store's %d bytes (the most is %d)",
+			algo.ErrInvalidPolicy, p, p.Limit(), m.budget.Max(), most)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := tableKey{name, p}
 	t := m.tables[k]
 	if t == nil {
-		t = &table{store: m, id: len(m.tables), name: name, t: memtable.New(p, m.maxKeys, shards)}
-		m.tables[k] = t
+		t = &table{store: m, key: k}
+		m.revive(t)
 	}
 	return t, nil
 }
+
+// MaxLogLimit returns the largest LIMIT of a sliding-log policy the store
+// accepts: its log's entries (16 bytes each, in a ring of at most twice
+// their number) take at most a sixteenth of the store's memory.
+func (m *Store) MaxLogLimit() int64 { return m.budget.Max() / 16 / 32 }
+
+// revive gives t, a table missing from m's map or whose memtable was freed,
+// a live memtable: the one of the table now in the map under its key, or
+// a new one. It frees the tables holding nothing undrained first when the
+// store's memory is spent. The caller holds m.mu.
+func (m *Store) revive(t *table) {
+	if cur := m.tables[t.key]; cur != nil && cur != t {
+		t.cur.Store(cur.cur.Load())
+		return
+	}
+	n := shards
+	if m.budget.Over() {
+		if len(m.tables) >= m.sweepAt {
+			m.freeDrained()
+		}
+		if m.budget.Over() {
+			n = 1
+		}
+	}
+	mt := memtable.New(t.key.p, m.maxKeys, n, m.budget)
+	if f, ok := m.folded[t.key]; ok {
+		mt.SetFloor(f)
+		delete(m.folded, t.key)
+		m.budget.Charge(-foldedBytes(t.key))
+	}
+	t.cur.Store(&live{id: m.nextID, t: mt})
+	m.nextID++
+	m.tables[t.key] = t
+}
+
+// freeDrained frees every table that holds nothing undrained at the latest
+// time of its own ops, then, while the memory is still spent, folds the
+// tables of at most foldKeys keys. It runs again once the tables left have
+// grown by half, so that it costs O(1) per table made. The caller holds
+// m.mu.
+func (m *Store) freeDrained() {
+	for k, t := range m.tables {
+		if t.cur.Load().t.Close() {
+			delete(m.tables, k)
+		}
+	}
+	for k, t := range m.tables {
+		if !m.budget.Over() {
+			break
+		}
+		if f, ok := t.cur.Load().t.Fold(foldKeys); ok {
+			delete(m.tables, k)
+			m.folded[k] = f
+			m.budget.Charge(foldedBytes(k))
+		}
+	}
+	m.sweepAt = len(m.tables) + max(len(m.tables)/2, 16)
+}
+
+// foldKeys is the most keys of a table that freeDrained folds: a table of
+// few keys (such as an Envoy limit override's) costs far more than its
+// keys, and folding them all into one state denies little.
+const foldKeys = 4
+
+// foldedBytes is what a folded table holds, as the budget counts it: its
+// map entry (with the map's slack), its name and its Shadow.
+func foldedBytes(k tableKey) int64 { return 160 + int64(len(k.name)) }
 
 // Local implements store.Local: the state is in this process, and
 // floodgate.AllowEach decides on it check by check.
@@ -67,8 +181,11 @@ func (m *Store) Local() {}
 // Stats counts what a memory store holds and dropped.
 type Stats struct {
 	Keys      int    // keys held, over all tables
+	Tables    int    // tables held
+	Bytes     int64  // bytes held, as the bound on memory counts them
+	MaxBytes  int64  // the bound on memory
 	Drained   uint64 // keys dropped because their state had drained
-	Evictions uint64 // keys evicted to stay within maxKeys
+	Evictions uint64 // keys evicted to stay within maxKeys or MaxBytes
 }
 
 // Stats returns the store's counts.
@@ -79,9 +196,9 @@ func (m *Store) Stats() Stats {
 		tables = append(tables, t)
 	}
 	m.mu.Unlock()
-	var st Stats
+	st := Stats{Tables: len(tables), Bytes: m.budget.Held(), MaxBytes: m.budget.Max()}
 	for _, t := range tables {
-		s := t.t.Stats()
+		s := t.cur.Load().t.Stats()
 		st.Keys += s.Keys
 		st.Drained += s.Drained
 		st.Evictions += s.Evictions
@@ -89,11 +206,13 @@ func (m *Store) Stats() Stats {
 	return st
 }
 
+// table is a handle on a limiter's table. The store may free the memtable
+// of a table that holds nothing undrained; the handle then gets a new one
+// (or the one another handle of its key got) when next used.
 type table struct {
 	store *Store
-	id    int
-	name  string
-	t     *memtable.Table
+	key   tableKey
+	cur   atomic.Pointer[live]
 }
 
 // policy returns the policy of t, a table of m (store.Check's question).
@@ -102,11 +221,44 @@ func (m *Store) policy(t store.Table) (*algo.Policy, bool) {
 	if !ok || mt.store != m {
 		return nil, false
 	}
-	return mt.t.Policy(), true
+	return &mt.key.p, true
 }
 
 func (t *table) Decide(_ context.Context, key string, now, n int64) (algo.Decision, error) {
-	return t.t.Decide(key, now, n)
+	for {
+		d, err := t.cur.Load().t.Decide(key, now, n)
+		if err != memtable.ErrClosed {
+			return d, err
+		}
+		t.renew()
+	}
+}
+
+// put puts key's state s, as of now.
+func (t *table) put(key string, s algo.State, now int64) {
+	for {
+		mt := t.cur.Load().t
+		h := mt.Hash(key)
+		sh := mt.Shard(h)
+		mt.Lock(sh)
+		if !mt.Closed() {
+			mt.Store(h, key, s, now)
+			mt.Unlock(sh)
+			return
+		}
+		mt.Unlock(sh)
+		t.renew()
+	}
+}
+
+// renew revives t after its memtable was freed.
+func (t *table) renew() {
+	m := t.store
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t.cur.Load().t.Closed() {
+		m.revive(t)
+	}
 }
 
 // ApplyEach implements store.Store: it carries out the ops one after
@@ -130,37 +282,67 @@ func (m *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := store.Check(ops, m.policy); err != nil {
 		return fmt.Errorf("memstore: %w", err)
 	}
+	for {
+		tables, unlock := m.lockAll(ops)
+		if tables == nil {
+			continue // a table was freed meanwhile, and is renewed
+		}
+		err := apply(ops, tables)
+		unlock()
+		return err
+	}
+}
+
+// lockAll locks the shards of every op's key, in one global order (table,
+// then shard), and returns each op's memtable and the function that
+// unlocks them; or nil, after renewing any table freed since the ops named
+// it.
+func (m *Store) lockAll(ops []store.Op) ([]*memtable.Table, func()) {
 	type lock struct {
-		t     *table
+		l     *live
 		shard int
 	}
+	tables := make([]*memtable.Table, len(ops))
+	locks := make([]lock, 0, len(ops))
+	for i := range ops {
+		l := ops[i].Table.(*table).cur.Load()
+		tables[i] = l.t
+		locks = append(locks, lock{l, l.t.Shard(l.t.Hash(ops[i].Key))})
+	}
+	slices.SortFunc(locks, func(a, b lock) int {
+		return cmp.Or(cmp.Compare(a.l.id, b.l.id), cmp.Compare(a.shard, b.shard))
+	})
+	locks = slices.Compact(locks)
+	for _, l := range locks {
+		l.l.t.Lock(l.shard)
+	}
+	unlock := func() {
+		for _, l := range locks {
+			l.l.t.Unlock(l.shard)
+		}
+	}
+	for i := range ops {
+		if tables[i].Closed() {
+			unlock()
+			for j := range ops {
+				ops[j].Table.(*table).renew()
+			}
+			return nil, nil
+		}
+	}
+	return tables, unlock
+}
+
+// apply carries out ops, whose memtables are tables, with their shards
+// locked, and undoes everything when an OpDecide or OpSchedule is denied
+// or an op fails.
+func apply(ops []store.Op, tables []*memtable.Table) error {
 	type undo struct {
-		t   *table
+		t   *memtable.Table
 		h   uint64
 		key string
 		s   algo.State
 	}
-	tables := make([]*table, len(ops))
-	hashes := make([]uint64, len(ops))
-	locks := make([]lock, 0, len(ops))
-	for i := range ops {
-		t := ops[i].Table.(*table)
-		tables[i], hashes[i] = t, t.t.Hash(ops[i].Key)
-		locks = append(locks, lock{t, t.t.Shard(hashes[i])})
-	}
-	slices.SortFunc(locks, func(a, b lock) int {
-		return cmp.Or(cmp.Compare(a.t.id, b.t.id), cmp.Compare(a.shard, b.shard))
-	})
-	locks = slices.Compact(locks)
-	for _, l := range locks {
-		l.t.t.Lock(l.shard)
-	}
-	defer func() {
-		for _, l := range locks {
-			l.t.t.Unlock(l.shard)
-		}
-	}()
-
 	// A few ops, the usual batch, keep their undos on the stack.
 	var few [4]undo
 	undos := few[:0]
@@ -171,15 +353,16 @@ func (m *Store) Apply(ctx context.Context, ops []store.Op) error {
 	// missing had the zero State, which Store drops.
 	rollback := func() {
 		for _, u := range slices.Backward(undos) {
-			u.t.t.Store(u.h, u.key, u.s, 0)
+			u.t.Store(u.h, u.key, u.s, 0)
 		}
 	}
 	denied := false
 	for i := range ops {
 		op := &ops[i]
-		t, h := tables[i], hashes[i]
-		p := t.t.Policy()
-		s, held := t.t.Load(h, op.Key, op.Now)
+		t := tables[i]
+		h := t.Hash(op.Key)
+		p := t.Policy()
+		s, held := t.Load(h, op.Key, op.Now)
 		u := undo{t, h, op.Key, algo.State{}} // a missing key is dropped again
 		if held {
 			u.s = s.Clone()
@@ -194,7 +377,7 @@ func (m *Store) Apply(ctx context.Context, ops []store.Op) error {
 			denied = true
 			continue
 		}
-		t.t.Store(h, op.Key, s, op.Now)
+		t.Store(h, op.Key, s, op.Now)
 	}
 	if denied {
 		rollback()
