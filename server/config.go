@@ -136,6 +136,10 @@ type StoreConfig struct {
 	// MaxKeys bounds the keys per policy of the memory store; 0 means
 	// memstore.DefaultMaxKeys.
 	MaxKeys int `yaml:"max_keys"`
+	// MaxBytes bounds the memory store's memory, all tables together
+	// (and the failsafe's local store's); 0 means memstore.DefaultMaxBytes
+	// (256 MiB). The --max-memory flag takes precedence.
+	MaxBytes int64 `yaml:"max_bytes"`
 }
 
 // OpsConfig protects the operations endpoints (serve's --metrics address):
@@ -267,6 +271,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: store.timeout %v is negative", ErrInvalidConfig, c.Store.Timeout)
 	case c.Store.MaxKeys < 0:
 		return fmt.Errorf("%w: store.max_keys %d is negative", ErrInvalidConfig, c.Store.MaxKeys)
+	case c.Store.MaxBytes < 0:
+		return fmt.Errorf("%w: store.max_bytes %d is negative", ErrInvalidConfig, c.Store.MaxBytes)
 	case c.Snapshot.Interval != nil && *c.Snapshot.Interval < 0:
 		return fmt.Errorf("%w: snapshot.interval %v is negative", ErrInvalidConfig, *c.Snapshot.Interval)
 	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):

@@ -86,7 +86,11 @@ var (
 	memDrainedDesc = prometheus.NewDesc("floodgate_memory_drained_total",
 		"Keys a memory store dropped because their state had drained (which changes no decision).", []string{"store"}, nil)
 	memEvictionsDesc = prometheus.NewDesc("floodgate_memory_evictions_total",
-		"Keys a memory store evicted, state and all, to stay within its maximum of keys.", []string{"store"}, nil)
+		"Keys a memory store evicted to stay within its maximum of keys or bytes (a returning key starts no better off).", []string{"store"}, nil)
+	memBytesDesc = prometheus.NewDesc("floodgate_memory_bytes",
+		"Bytes a memory store holds (keys, states, logs, tables), as its bound counts them.", []string{"store"}, nil)
+	memMaxBytesDesc = prometheus.NewDesc("floodgate_memory_max_bytes",
+		"The bound on a memory store's bytes (store.max_bytes, --max-memory).", []string{"store"}, nil)
 	storeDownDesc = prometheus.NewDesc("floodgate_store_down",
 		"Whether the shared store is failing now (1) or not (0).", nil, nil)
 	storeFailuresDesc = prometheus.NewDesc("floodgate_store_failures_total",
@@ -130,6 +134,8 @@ func collectMemory(ch chan<- prometheus.Metric, label string, m memoryStats) {
 	ch <- prometheus.MustNewConstMetric(memKeysDesc, prometheus.GaugeValue, float64(st.Keys), label)
 	ch <- prometheus.MustNewConstMetric(memDrainedDesc, prometheus.CounterValue, float64(st.Drained), label)
 	ch <- prometheus.MustNewConstMetric(memEvictionsDesc, prometheus.CounterValue, float64(st.Evictions), label)
+	ch <- prometheus.MustNewConstMetric(memBytesDesc, prometheus.GaugeValue, float64(st.Bytes), label)
+	ch <- prometheus.MustNewConstMetric(memMaxBytesDesc, prometheus.GaugeValue, float64(st.MaxBytes), label)
 }
 
 func collectFailsafe(ch chan<- prometheus.Metric, st failsafe.Stats) {

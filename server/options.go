@@ -49,6 +49,9 @@ type Options struct {
 	EnvoyConfigDir string
 	// EnvoyShadowMode answers every Envoy request OK (envoyrls.WithShadowMode).
 	EnvoyShadowMode bool
+	// MaxMemoryBytes bounds the memory store's memory, ahead of the
+	// configuration's store.max_bytes; 0 means the configuration's.
+	MaxMemoryBytes int64
 	// SnapshotFile is the memory store's snapshot, ahead of the
 	// configuration's; "off" means none. DefaultSnapshotFile is used
 	// when neither names one; with no name at all, no snapshot is kept.

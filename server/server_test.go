@@ -580,6 +580,8 @@ func TestMetrics(t *testing.T) {
 		`floodgate_request_duration_seconds_count{api="http",endpoint="check"} 6`,
 		`floodgate_memory_keys{store="main"} 2`,
 		`floodgate_memory_evictions_total{store="main"} 0`,
+		`floodgate_memory_bytes{store="main"} `,
+		`floodgate_memory_max_bytes{store="main"} 2.68435456e+08`,
 		"go_goroutines", "process_cpu_seconds_total",
 	} {
 		if !strings.Contains(string(b), want) {

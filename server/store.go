@@ -23,6 +23,12 @@ func storeName(url string) string {
 	return storeurl.Redact(url)
 }
 
+// newMemory returns a memory store bounded as the options and the
+// configuration say.
+func (in *instance) newMemory() *memstore.Store {
+	return memstore.New(in.cfg.Store.MaxKeys, memstore.MaxBytes(cmp.Or(in.o.MaxMemoryBytes, in.cfg.Store.MaxBytes)))
+}
+
 // openStore opens the store that Options.Store names: the memory store
 // itself, or another wrapped in a failsafe.Store with the configuration's
 // failure mode (and its local store, for FailLocal). It is the one
@@ -30,7 +36,7 @@ func storeName(url string) string {
 func (in *instance) openStore() error {
 	url, cfg := in.o.Store, in.cfg
 	if url == "" || url == "memory" || url == "memory:" {
-		in.mem = memstore.New(cfg.Store.MaxKeys)
+		in.mem = in.newMemory()
 		in.store = in.mem
 		return nil
 	}
@@ -45,7 +51,7 @@ func (in *instance) openStore() error {
 	}
 	fo := failsafe.Options{Mode: mode, Timeout: cmp.Or(cfg.Store.Timeout, timeout), Logger: in.log.With("store", storeName(url))}
 	if mode == failsafe.FailLocal {
-		in.local = memstore.New(cfg.Store.MaxKeys)
+		in.local = in.newMemory()
 		fo.Local = in.local
 	}
 	in.closeStore = func() { closeQuietly(closer, in.log) }

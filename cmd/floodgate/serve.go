@@ -120,6 +120,8 @@ as FLOODGATE_STORE; a flag given wins):
                         serves Envoy's rate-limit service (gRPC, POST /json)
   --envoy-shadow-mode   answer every Envoy request OK, counting what would
                         have been refused
+  --max-memory BYTES    the memory store's bound in bytes, all policies
+                        together (default: the configuration's, else 256 MiB)
   --snapshot FILE       the memory store's snapshot (default: the
                         configuration's, else serve.snapshot in the state
                         directory: $XDG_STATE_HOME/floodgate, else
@@ -147,7 +149,8 @@ Configuration file (every part optional; relative paths are relative to it):
   auth: {token_file: token}          # one token a line: rotate by adding
   tls: {cert_file: server.crt, key_file: server.key,
         client_ca_file: clients.crt} # client_ca_file: mutual TLS
-  store: {fail_mode: closed, timeout: 100ms, max_keys: 1048576}
+  store: {fail_mode: closed, timeout: 100ms, max_keys: 1048576,
+          max_bytes: 268435456}
                                      # timeout: per call; 1s for file:
   snapshot: {file: /var/lib/floodgate/snapshot, interval: 10s}
   ops: {auth: true, tls: true}       # /metrics and pprof want a token of
@@ -161,7 +164,7 @@ is refused (logged, counted) and the previous configuration keeps serving.
 var serveEnv = map[string]string{
 	"store": "FLOODGATE_STORE", "http": "FLOODGATE_HTTP", "grpc": "FLOODGATE_GRPC", "metrics": "FLOODGATE_METRICS",
 	"config": "FLOODGATE_CONFIG", "envoy-config": "FLOODGATE_ENVOY_CONFIG", "envoy-shadow-mode": "FLOODGATE_ENVOY_SHADOW_MODE",
-	"snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
+	"max-memory": "FLOODGATE_MAX_MEMORY", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
 	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "pprof": "FLOODGATE_PPROF", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
 	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
 }
@@ -177,6 +180,7 @@ type serveOptions struct {
 	configFile      string          // --config
 	envoyDir        string          // --envoy-config
 	envoyShadow     bool            // --envoy-shadow-mode
+	maxMemory       int64           // --max-memory; 0 for the configuration's
 	snapshot        string          // --snapshot
 	snapshotEvery   time.Duration   // --snapshot-interval
 	shutdownTimeout time.Duration   // --shutdown-timeout
@@ -236,6 +240,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.StringVar(&o.envoyDir, "envoy-config", "", "")
 	fs.BoolVar(&o.envoyShadow, "envoy-shadow-mode", false, "")
+	fs.Int64Var(&o.maxMemory, "max-memory", 0, "")
 	fs.StringVar(&o.snapshot, "snapshot", "", "")
 	fs.DurationVar(&o.snapshotEvery, "snapshot-interval", server.DefaultSnapshotInterval, "")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "")
@@ -299,6 +304,9 @@ func (o *serveOptions) validate() error {
 			return fmt.Errorf("--%s %v: a duration cannot be negative", name, d)
 		}
 	}
+	if o.maxMemory < 0 {
+		return fmt.Errorf("--max-memory %d: a number of bytes cannot be negative", o.maxMemory)
+	}
 	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
 	}
@@ -324,7 +332,7 @@ func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
 	so := server.Options{
 		Store: o.storeURL, HTTPAddr: o.httpAddr, GRPCAddr: o.grpcAddr, MetricsAddr: o.metricsAddr, Pprof: o.pprof,
 		ConfigFile: o.configFile, EnvoyConfigDir: o.envoyDir, EnvoyShadowMode: o.envoyShadow,
-		SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
+		MaxMemoryBytes: o.maxMemory, SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
 		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
 	}
 	if so.MetricsAddr == "off" {
