@@ -201,7 +201,10 @@ func TestRandomKeyFlood(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	st := store.Stats()
-	if st.Keys > bound || st.Keys < bound*9/10 || uint64(st.Keys)+st.Evictions != keys {
+	// Keys held and evicted are the keys admitted: once evicted keys fill
+	// the store's shadow, new keys start from their state and most are
+	// denied, never inserted.
+	if st.Keys > bound || st.Keys < bound*9/10 || uint64(st.Keys)+st.Evictions > keys {
 		t.Fatalf("stats %+v after %d keys, bound %d", st, keys, bound)
 	}
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
