@@ -8,19 +8,23 @@
 // an existing key hashes the key once, probes, and allocates nothing. A
 // sliding-log key keeps its log, in a Go map.
 //
-// Memory stays bounded two ways. A key whose state has drained (algo's
+// Memory stays bounded three ways. A key whose state has drained (algo's
 // ResetAt has passed) decides exactly like a missing key, so a shard drops
 // drained keys whenever it would otherwise grow, and shrinks when mostly
-// empty. And a shard never holds more than its share of the table's maximum
+// empty. A shard never holds more than its share of the table's maximum
 // number of keys: to make room it evicts, from a sample of its keys, the one
-// that would drain soonest, which changes the fewest future decisions.
+// that would drain soonest, which changes the fewest future decisions. And
+// the Tables sharing a Budget count their bytes in it: while it is spent, a
+// new key evicts keys of at least its size instead of growing its shard
+// (see Budget). Close and Fold free a whole Table.
 //
 // Eviction never admits more than the policy. A shard joins the state of
 // each key it evicts before it drained into its shadow, a fixed table of
 // algo.Shadow values indexed by the key's hash (1,024 per Table, at least 16
 // per shard; 16 for a table made while its Budget is spent), allocated on
-// the first such eviction; a key the shard does not hold starts from its shadow
-// value rather than from the initial state. A shadow value is at least as
+// the first such eviction; a key the shard does not hold starts from its
+// shadow value (and the Table's floor, see SetFloor) rather than from the
+// initial state. A shadow value is at least as
 // strict as every state joined into it (for each algorithm, algo.Shadow
 // says how: the latest TAT of a bucket, the fullest window, a log's units
 // as one entry at its newest time), so a key that returns is no better off
