@@ -67,3 +67,21 @@ type Local interface {
 	Store
 	Local()
 }
+
+// Partitioned is implemented by a Store whose keys are spread over
+// partitions that can fail apart from one another, such as the hash slots
+// of a Redis Cluster, whose masters each hold some of them. A wrapper
+// that stands in for a failing store (package failsafe) keeps the state of
+// each partition apart, so that keys in working partitions go on being
+// decided by the store. A Store that does not implement Partitioned is
+// one partition.
+type Partitioned interface {
+	Store
+	// Partitions returns how many partitions the store has, at least 1;
+	// it is the same for the store's whole life.
+	Partitions() int
+	// Partition returns the partition of key in t, a table of the store:
+	// a number in [0, Partitions()). It calls out to nothing and is safe
+	// for concurrent use.
+	Partition(t Table, key string) int
+}
