@@ -1,6 +1,10 @@
 package redisstore
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/floodgate/floodgate/store"
+)
 
 // slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
 // hash tag, the part between the first '{' and the next '}' when that part
@@ -35,3 +39,26 @@ var crcTable = func() (t [256]uint16) {
 	}
 	return t
 }()
+
+// clusterSlots is how many hash slots a Redis Cluster has.
+const clusterSlots = 16384
+
+// Partitions implements store.Partitioned: on a Redis Cluster, the hash
+// slots, which its masters share out between them, so that a master down
+// fails only the keys in its own slots; on a single Redis, one.
+func (s *Store) Partitions() int {
+	if !s.cluster {
+		return 1
+	}
+	return clusterSlots
+}
+
+// Partition implements store.Partitioned: the hash slot of key in t on a
+// Redis Cluster, and 0 on a single Redis or for a table of another store.
+func (s *Store) Partition(t store.Table, key string) int {
+	rt, ok := t.(*table)
+	if !ok || rt.store != s || !s.cluster {
+		return 0
+	}
+	return int(slot(rt.prefix + key))
+}
