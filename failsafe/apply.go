@@ -3,6 +3,7 @@ package failsafe
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -21,7 +22,9 @@ func (f *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	return f.apply(ctx, ops, true)
 }
 
-// apply carries out ops all or nothing, or each as if alone.
+// apply carries out ops all or nothing, or each as if alone. The batch
+// goes to the store while every partition it touches is up; it probes
+// them when some are down and due for a probe; else the mode decides it.
 func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -30,32 +33,102 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 	if err := store.Check(ops, f.policy); err != nil {
 		return fmt.Errorf("failsafe: %w", err)
 	}
-	g := f.gen.Load()
-	if g&1 == 0 { // up
-		err := f.applyInner(ctx, ops, each)
+	bs := f.breakersOfOps(ops)
+	gs, down := gens(bs)
+	if down < 0 { // all up
+		failed, err := f.applyInner(ctx, ops, each)
+		if err == nil {
+			for _, b := range bs {
+				b.succeeded()
+			}
+			return nil
+		}
+		if !failed {
+			return callerErr(ctx, err)
+		}
+		for i, b := range bs {
+			f.fail(b, gs[i], err, false)
+		}
+		return f.applyFallback(ctx, bs[0], ops, each)
+	}
+	if probing := f.acquireProbes(bs, probeable(ops)); probing != nil {
+		gs, _ = gens(bs)
+		failed, err := f.applyInner(ctx, ops, each)
+		for i, b := range bs {
+			probe := probing[i]
+			switch {
+			case err == nil && probe:
+				f.up(b, gs[i])
+			case err == nil:
+				b.succeeded()
+			case !failed && probe:
+				b.probing.Store(false)
+			case failed:
+				f.fail(b, gs[i], err, probe)
+			}
+		}
 		if err == nil {
 			return nil
 		}
-		if !f.isFailure(ctx, err) {
+		if !failed {
 			return callerErr(ctx, err)
 		}
-		f.fail(g, err, false)
-		return f.applyFallback(ctx, ops, each)
 	}
-	if probeable(ops) && f.acquireProbe() {
-		g := f.gen.Load()
-		err := f.applyInner(ctx, ops, each)
-		switch {
-		case err == nil:
-			f.up(g)
+	return f.applyFallback(ctx, bs[down], ops, each)
+}
+
+// breakersOfOps returns the breakers of the partitions of ops, each once.
+func (f *Store) breakersOfOps(ops []store.Op) []*breaker {
+	if f.parts == nil || len(ops) == 0 {
+		return []*breaker{&f.one}
+	}
+	bs := make([]*breaker, 0, 1)
+	for i := range ops {
+		b := f.breakerOf(ops[i].Table.(*table), ops[i].Key)
+		if !slices.Contains(bs, b) {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// gens returns the generations of bs, and the index of one that is down,
+// or -1 when all are up.
+func gens(bs []*breaker) ([]uint64, int) {
+	gs, down := make([]uint64, len(bs)), -1
+	for i, b := range bs {
+		g, isDown := b.state()
+		gs[i] = g
+		if isDown && down < 0 {
+			down = i
+		}
+	}
+	return gs, down
+}
+
+// acquireProbes acquires a probe (acquireProbe) of every partition of bs
+// that is down, if ok, and says which it acquired; nil if it could not
+// acquire them all, and then it holds none.
+func (f *Store) acquireProbes(bs []*breaker, ok bool) []bool {
+	if !ok {
+		return nil
+	}
+	probing := make([]bool, len(bs))
+	for i, b := range bs {
+		if _, down := b.state(); !down {
+			continue
+		}
+		if !f.acquireProbe(b) {
+			for j, a := range bs[:i] {
+				if probing[j] {
+					a.probing.Store(false)
+				}
+			}
 			return nil
-		case !f.isFailure(ctx, err):
-			f.probing.Store(false)
-			return callerErr(ctx, err)
 		}
-		f.fail(g, err, true)
+		probing[i] = true
 	}
-	return f.applyFallback(ctx, ops, each)
+	return probing
 }
 
 // probeable reports whether ops may probe the store: some op would reach
@@ -81,8 +154,9 @@ func probeable(ops []store.Op) bool {
 }
 
 // applyInner runs ops on the store, within the Timeout, leaving out the
-// refunds of units the local store admitted.
-func (f *Store) applyInner(ctx context.Context, ops []store.Op, each bool) error {
+// refunds of units the local store admitted, and reports whether an error
+// is a failure of the store.
+func (f *Store) applyInner(ctx context.Context, ops []store.Op, each bool) (failed bool, err error) {
 	inner := make([]store.Op, 0, len(ops))
 	idx := make([]int, 0, len(ops))
 	for i := range ops {
@@ -95,19 +169,19 @@ func (f *Store) applyInner(ctx context.Context, ops []store.Op, each bool) error
 		idx = append(idx, i)
 	}
 	if len(inner) == 0 {
-		return nil
+		return false, nil
 	}
 	c, cancel := f.bound(ctx)
 	if cancel != nil {
 		defer cancel()
 	}
 	if err := applyOn(f.store, each)(c, inner); err != nil {
-		return err
+		return isFailure(ctx, c, err), err
 	}
 	for j, i := range idx {
 		ops[i].Result = inner[j].Result
 	}
-	return nil
+	return false, nil
 }
 
 // applyOn returns s's Apply, or with each ApplyEach on s.
@@ -118,15 +192,15 @@ func applyOn(s store.Store, each bool) func(context.Context, []store.Op) error {
 	return s.Apply
 }
 
-// applyFallback runs ops by the mode, the store having failed; the ops have
-// been checked but for costs above the burst.
-func (f *Store) applyFallback(ctx context.Context, ops []store.Op, each bool) error {
+// applyFallback runs ops by the mode, b's partition having failed; the
+// ops have been checked but for costs above the burst.
+func (f *Store) applyFallback(ctx context.Context, b *breaker, ops []store.Op, each bool) error {
 	if f.mode == FailLocal {
 		return f.applyLocal(ctx, ops, each)
 	}
 	var retry time.Duration
 	if f.mode == FailClosed {
-		retry = f.retryAfter()
+		retry = f.retryAfter(b)
 	}
 	decided, denied := false, false
 	for i := range ops {
@@ -148,7 +222,7 @@ func (f *Store) applyFallback(ctx context.Context, ops []store.Op, each bool) er
 	}
 	if f.mode == FailClosed {
 		f.stats[countClosed].Add(1)
-		return f.unavailable()
+		return unavailable(b)
 	}
 	if decided && !denied {
 		f.stats[countOpen].Add(1)

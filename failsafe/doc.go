@@ -6,21 +6,57 @@
 //
 // A Store wraps another store.Store, typically one shared over the network
 // (Redis) or a file. The wrapped store is up or down. While it is up, every
-// call goes to it, bounded by the Timeout; the wrapper adds one atomic load,
-// and the Timeout's context unless the caller's deadline is sooner. The
-// first call that fails (an error that is not bad input, or the Timeout
-// expiring) marks the store down. While it is down, calls do not reach it:
-// each is decided at once by the Mode. After a cooldown one call, the probe,
-// goes to the store again, while every other call still uses the mode; if
-// the probe succeeds the store is up, and if it fails the cooldown doubles,
-// up to MaxCooldown. The wrapper starts no goroutine and queues nothing.
+// call goes to it, bounded by the Timeout; the wrapper adds a few atomic
+// loads, and the Timeout's context unless the caller's deadline is sooner.
+// A call fails when the store returns an error that is not bad input, or
+// when the Timeout expires (even if the caller's context has ended since:
+// the Timeout expired first). A call cut short by the caller's own
+// context first is not a failure. A failed call is decided by the Mode.
+//
+// The store goes down on sustained failure, not on one slow call: when
+// Threshold calls in a row (5 by default) have failed, with no call
+// succeeding in between, over at least FailFor (250ms by default) from
+// the first failure to the last. So a stall of the store shorter than the
+// Timeout plus FailFor fails the calls it holds, each after the Timeout,
+// and leaves the store up for the others; a longer one, or a store that
+// refuses every call, takes it down. Requiring a run of failures rather
+// than one keeps a loaded host, whose calls sometimes outlast the Timeout
+// while the store is fine, from tripping; requiring it to last keeps a
+// burst of calls held by one short stall, which all fail together, from
+// tripping.
+//
+// While it is down, calls do not reach it: each is decided at once by the
+// Mode. After a cooldown (500ms by default) one call, the probe, goes to
+// the store again, bounded by the Timeout, while every other call still
+// uses the mode; if the probe succeeds the store is up, and if it fails
+// the next probe may go a cooldown after this one began. So the store is
+// used again within a cooldown (and a probe's round trip) of answering
+// again. With a MaxCooldown above the Cooldown, each failed probe doubles
+// the cooldown up to it. The wrapper starts no goroutine and queues
+// nothing.
+//
+// # Partitions
+//
+// A store whose keys are spread over partitions that fail apart (a
+// store.Partitioned, such as a Redis Cluster, whose partitions are its
+// hash slots) is up or down partition by partition: a master of the
+// cluster down takes down the slots it holds, one by one as each meets
+// the threshold, and keys in other slots go on being decided by the
+// store. The state of a partition is made the first time one of its keys
+// is decided: about a hundred bytes for each partition in use (a
+// Redis Cluster has 16384 slots), and a table of one pointer for each
+// partition. A batch (Apply, ApplyEach) is one call: it goes to the
+// store while all the partitions of its keys are up, it is decided by the
+// mode while any is down (but for a probe of them all), and its failure
+// counts against each of them, as the store does not say which failed.
 //
 // # The modes
 //
 // While the store is down:
 //   - FailClosed denies every request (peeks too), with RetryAfter the time
-//     until the next probe (or, while a probe is under way, the Timeout,
-//     within which its outcome is known) and an error wrapping
+//     until the next probe (or, while a probe is under way, or for a call
+//     that failed while the store is up, the Timeout, within which the
+//     next call's outcome is known) and an error wrapping
 //     ErrUnavailable and the store's last error. Only the store admits, so
 //     nothing is admitted beyond the limit.
 //   - FailOpen admits every request, with Remaining 0 (unknown), and counts
@@ -44,10 +80,10 @@
 // answer in every mode (store.Check), except for keys, which only the
 // store checks. A cost above the burst is denied with RetryAfter
 // algo.Never and an error wrapping algo.ErrCostExceedsBurst, up or down.
-// Nor is a call whose caller's context is done a failure: it returns the
-// context's error. With no Timeout, a call to a store that hangs holds its
-// caller until the store answers, and a hanging probe keeps the store down
-// until it returns.
+// Nor is a call cut short by its caller's context a failure: it returns
+// the context's error. With no Timeout, a call to a store that hangs holds
+// its caller until the store answers, and a hanging probe keeps the store
+// down until it returns.
 //
 // # Batches
 //

@@ -47,7 +47,7 @@ func ExampleNew() {
 	// request 0: allowed true
 	// request 1: allowed true
 	// request 2: allowed false
-	// {Down:false Failures:0 Open:0 Closed:0 Local:0 Recoveries:0}
+	// {Down:false Failures:0 Open:0 Closed:0 Local:0 Trips:0 Recoveries:0}
 }
 
 // unreachable is a shared store whose server cannot be reached: every call
@@ -66,7 +66,9 @@ func (unreachable) Decide(context.Context, string, int64, int64) (algo.Decision,
 }
 
 // What each mode decides while the store is failing: three requests on a
-// limit of two a second.
+// limit of two a second. Three failures do not take the store down (see
+// Options.Threshold), so FailClosed's RetryAfter is the Timeout, after
+// which a retry goes to the store again.
 func ExampleMode() {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)) // omit Clock and WithClock in production
@@ -89,7 +91,7 @@ func ExampleMode() {
 		fmt.Println()
 	}
 	// Output:
-	// closed: false (unavailable, retry in 1s) false (unavailable, retry in 1s) false (unavailable, retry in 1s)
+	// closed: false (unavailable, retry in 100ms) false (unavailable, retry in 100ms) false (unavailable, retry in 100ms)
 	// open: true true true
 	// local: true true false
 }

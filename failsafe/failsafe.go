@@ -1,6 +1,7 @@
 package failsafe
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -46,18 +47,31 @@ type Options struct {
 	// FailClosed.
 	Mode Mode
 	// Timeout bounds each call to the store, in real time: a call that
-	// takes longer is cancelled and counts as a failure. 0 means 100ms; a
-	// negative Timeout means none (the store bounds its calls itself).
-	// Keep it shorter than callers' deadlines: a call cut short by the
-	// caller's own context says nothing about the store and is not a
-	// failure.
+	// takes longer is cancelled and counts as a failure, even if the
+	// caller's context has ended since. 0 means 100ms; a negative Timeout
+	// means none (the store bounds its calls itself). Keep it shorter than
+	// callers' deadlines: a call cut short by the caller's own context
+	// (its deadline, sooner than the Timeout, or its cancellation) says
+	// nothing about the store and is not a failure.
 	Timeout time.Duration
-	// Cooldown is how long, after a failure, calls do not reach the store
-	// before one of them probes it. Each failed probe doubles it, up to
-	// MaxCooldown; a recovery sets it back. 0 means 1s.
+	// Threshold is how many calls in a row, with no success in between,
+	// must fail before a partition of the store goes down. 0 means 5.
+	Threshold int
+	// FailFor is how long calls must have been failing, from the first
+	// failure of the run to the last, before a partition goes down, so
+	// that a stall shorter than the Timeout plus FailFor takes nothing
+	// down, however many calls it fails. 0 means 250ms; a negative
+	// FailFor means no minimum (Threshold alone decides).
+	FailFor time.Duration
+	// Cooldown is how long, after a partition goes down, calls do not
+	// reach it before one of them probes it; after a failed probe, the
+	// next may go a Cooldown after the failed one began. 0 means 500ms,
+	// so that the store is used again within half a second (and a probe's
+	// round trip) of answering again.
 	Cooldown time.Duration
-	// MaxCooldown bounds the doubled cooldown. 0 means 30s (or Cooldown,
-	// if longer); a MaxCooldown below Cooldown is raised to it.
+	// MaxCooldown, if above Cooldown, makes each failed probe double the
+	// cooldown, up to MaxCooldown; a recovery sets it back. 0 (or any
+	// value up to Cooldown) means no doubling.
 	MaxCooldown time.Duration
 	// Local is FailLocal's store; nil means a new memstore.Store holding up
 	// to memstore.DefaultMaxKeys keys per table. Other modes ignore it.
@@ -72,9 +86,10 @@ type Options struct {
 
 // The defaults of Options.
 const (
-	defaultTimeout     = 100 * time.Millisecond
-	defaultCooldown    = time.Second
-	defaultMaxCooldown = 30 * time.Second
+	defaultTimeout   = 100 * time.Millisecond
+	defaultThreshold = 5
+	defaultFailFor   = 250 * time.Millisecond
+	defaultCooldown  = 500 * time.Millisecond
 )
 
 // Store is a store.Store that wraps another and keeps deciding, by its
@@ -83,38 +98,36 @@ const (
 // it did.
 type Store struct {
 	store       store.Store
+	parts       store.Partitioned // nil: one partition
 	mode        Mode
 	timeout     time.Duration // 0: none
+	threshold   int64
+	failFor     time.Duration
 	cooldown    time.Duration
 	maxCooldown time.Duration
 	local       *memstore.Store
 	clock       clock.Clock // nil: the real clock
 	log         *slog.Logger
 
-	// gen counts the transitions: even while the store is up, odd while it
-	// is down. A call that fails changes the state only if gen has not
-	// changed since it began, so a slow call from before a recovery cannot
-	// undo it.
-	gen     atomic.Uint64
-	probing atomic.Bool           // a probe is under way
-	retryAt atomic.Int64          // while down: when the next probe may go, ns on clock
-	lastErr atomic.Pointer[error] // FailClosed's error, wrapping the last failure
-	stats   [nCounts]counter      // indexed by the count* constants
-
-	mu      sync.Mutex    // serializes transitions
-	backoff time.Duration // the current cooldown
-	downAt  int64         // when the store went down, ns on clock
+	one       breaker                   // the breaker of the one partition, when parts is nil
+	breakers  []atomic.Pointer[breaker] // by partition when parts is not nil, each made when first needed
+	downParts atomic.Int64              // how many partitions are down
+	stats     [nCounts]counter          // indexed by the count* constants
 }
 
 // New returns a Store wrapping s, configured by o (see Options for the
 // defaults). It fails, with an error wrapping ErrInvalidOptions, for a nil
-// s or an unknown Mode.
+// s, an unknown Mode, or a negative Threshold or Cooldown.
 func New(s store.Store, o Options) (*Store, error) {
 	switch {
 	case s == nil:
 		return nil, fmt.Errorf("failsafe: %w: a nil store", ErrInvalidOptions)
 	case o.Mode > FailLocal:
 		return nil, fmt.Errorf("failsafe: %w: unknown %v", ErrInvalidOptions, o.Mode)
+	case o.Threshold < 0:
+		return nil, fmt.Errorf("failsafe: %w: Threshold %d is negative", ErrInvalidOptions, o.Threshold)
+	case o.Cooldown < 0:
+		return nil, fmt.Errorf("failsafe: %w: Cooldown %v is negative", ErrInvalidOptions, o.Cooldown)
 	}
 	f := &Store{store: s, mode: o.Mode, local: o.Local, clock: o.Clock, log: o.Logger}
 	switch {
@@ -123,15 +136,13 @@ func New(s store.Store, o Options) (*Store, error) {
 	case o.Timeout > 0:
 		f.timeout = o.Timeout
 	}
-	f.cooldown = o.Cooldown
-	if f.cooldown <= 0 {
-		f.cooldown = defaultCooldown
+	f.threshold = int64(cmp.Or(o.Threshold, defaultThreshold))
+	f.failFor = max(cmp.Or(o.FailFor, defaultFailFor), 0)
+	f.cooldown = cmp.Or(o.Cooldown, defaultCooldown)
+	f.maxCooldown = max(o.MaxCooldown, f.cooldown)
+	if ps, ok := s.(store.Partitioned); ok && ps.Partitions() > 1 {
+		f.parts, f.breakers = ps, make([]atomic.Pointer[breaker], ps.Partitions())
 	}
-	f.maxCooldown = o.MaxCooldown
-	if f.maxCooldown <= 0 {
-		f.maxCooldown = max(defaultMaxCooldown, f.cooldown)
-	}
-	f.maxCooldown = max(f.maxCooldown, f.cooldown)
 	if f.local == nil && f.mode == FailLocal {
 		f.local = memstore.New(0)
 	}

@@ -2,6 +2,7 @@ package failsafe_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,10 +82,16 @@ type failsafeCase struct {
 	l      *floodgate.Limiter
 }
 
+// Unless o says otherwise, one failure takes the store down and the
+// cooldown is 1s: the tests of what the store does while down.
 func newFailsafeCase(t *testing.T, p algo.Policy, o failsafe.Options) *failsafeCase {
 	t.Helper()
 	c := &failsafeCase{fc: newFake(), shared: storetest.NewFlaky(), local: memstore.New(0), p: p}
 	o.Clock, o.Local = c.fc, c.local
+	if o.Threshold == 0 {
+		o.Threshold, o.FailFor = 1, -1
+	}
+	o.Cooldown = cmp.Or(o.Cooldown, time.Second)
 	c.fs = newFailsafe(t, c.shared, o)
 	c.l = floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(c.fs), floodgate.WithClock(c.fc), floodgate.WithName("api")))
 	return c
@@ -175,7 +182,7 @@ func TestFailsafeModes(t *testing.T) {
 				t.Fatalf("400ms into the cooldown: RetryAfter %v, want 600ms", d.RetryAfter)
 			}
 			st := c.fs.Stats()
-			wantSt := failsafe.Stats{Down: true, Failures: 1}
+			wantSt := failsafe.Stats{Down: true, Failures: 1, Trips: 1}
 			switch mode {
 			case failsafe.FailClosed:
 				wantSt.Closed = 6
@@ -305,7 +312,7 @@ func TestFailsafeRecovery(t *testing.T) {
 		t.Fatalf("the probe: %d calls, %+v; want the store's decision (998 left: 2 admitted by the store)", n, d)
 	}
 	st := c.fs.Stats()
-	if want := (failsafe.Stats{Failures: 1, Open: 101, Recoveries: 1}); st != want {
+	if want := (failsafe.Stats{Failures: 1, Open: 101, Trips: 1, Recoveries: 1}); st != want {
 		t.Fatalf("Stats %+v, want %+v", st, want)
 	}
 	for range 10 {

@@ -16,13 +16,15 @@ const (
 	countClosed
 	countLocal
 	countRecoveries
+	countTrips
 	nCounts
 )
 
 // Stats counts what a Store did since it was made. A call
 // is one Table.Decide or one Store.Apply, however many ops it holds.
 type Stats struct {
-	// Down reports whether the store is failing now.
+	// Down reports whether the store is failing now: one of its
+	// partitions at least.
 	Down bool
 	// Failures counts the calls to the store that failed, probes
 	// included; bad input and callers' done contexts are not failures.
@@ -36,18 +38,21 @@ type Stats struct {
 	// Local counts the calls decided on the local store by FailLocal,
 	// admitted or not.
 	Local uint64
-	// Recoveries counts the times the store came back up.
+	// Trips counts the times a partition of the store went down.
+	Trips uint64
+	// Recoveries counts the times a partition of the store came back up.
 	Recoveries uint64
 }
 
 // Stats returns the store's counts.
 func (f *Store) Stats() Stats {
 	return Stats{
-		Down:       f.gen.Load()&1 == 1,
+		Down:       f.downParts.Load() > 0,
 		Failures:   f.stats[countFailures].Load(),
 		Open:       f.stats[countOpen].Load(),
 		Closed:     f.stats[countClosed].Load(),
 		Local:      f.stats[countLocal].Load(),
+		Trips:      f.stats[countTrips].Load(),
 		Recoveries: f.stats[countRecoveries].Load(),
 	}
 }

@@ -53,7 +53,9 @@ func TestKillRedisMidLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			fake := clock.NewFake(time.Unix(1795305600, 0))
-			fs := newFailsafe(s, failsafe.Options{Mode: mode, Timeout: time.Second, Cooldown: time.Second, Clock: fake})
+			// One failure takes the store down: the fake clock, which does
+			// not move during the load, would never meet a FailFor.
+			fs := newFailsafe(s, failsafe.Options{Mode: mode, Timeout: time.Second, Threshold: 1, FailFor: -1, Cooldown: time.Second, Clock: fake})
 			const limit = 100
 			l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("sliding-log 100/1h"), floodgate.WithStore(fs)))
 
