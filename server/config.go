@@ -69,6 +69,9 @@ const (
 //	store:
 //	  fail_mode: closed             # closed, open or local, while the store fails
 //	  timeout: 100ms                # each call to a shared store (file: 1s)
+//	  threshold: 5                  # failures in a row that take it down,
+//	  fail_for: 250ms               # over at least this long (0: any)
+//	  cooldown: 500ms               # then a probe after each cooldown
 //	  max_keys: 1048576             # per policy, in the memory store
 //	snapshot:                       # the memory store's snapshot
 //	  file: /var/lib/floodgate/snapshot
@@ -133,6 +136,20 @@ type StoreConfig struct {
 	// longer fails (and the failure mode decides). 0 means
 	// DefaultStoreTimeout, or DefaultFileStoreTimeout for a file store.
 	Timeout time.Duration `yaml:"timeout"`
+	// Threshold is how many calls in a row must fail, with no success in
+	// between, before the store (a Redis Cluster's hash slot) is taken
+	// to be down and decided by the failure mode without being called;
+	// 0 means 5. Until then each failed call alone is decided by the
+	// mode. See failsafe.Options.
+	Threshold int `yaml:"threshold"`
+	// FailFor is how long, from the first failure of such a run to the
+	// last, calls must have been failing too, so that one short stall
+	// takes nothing down: absent means 250ms, 0 no minimum.
+	FailFor *time.Duration `yaml:"fail_for"`
+	// Cooldown is how long the store is left alone once down before a
+	// call probes it, and between probes; 0 means 500ms, so that the
+	// store is used again within half a second of answering again.
+	Cooldown time.Duration `yaml:"cooldown"`
 	// MaxKeys bounds the keys per policy of the memory store; 0 means
 	// memstore.DefaultMaxKeys.
 	MaxKeys int `yaml:"max_keys"`
@@ -269,6 +286,12 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: limits.max_inline_policies %d is negative", ErrInvalidConfig, l.MaxInlinePolicies)
 	case c.Store.Timeout < 0:
 		return fmt.Errorf("%w: store.timeout %v is negative", ErrInvalidConfig, c.Store.Timeout)
+	case c.Store.Threshold < 0:
+		return fmt.Errorf("%w: store.threshold %d is negative", ErrInvalidConfig, c.Store.Threshold)
+	case c.Store.FailFor != nil && *c.Store.FailFor < 0:
+		return fmt.Errorf("%w: store.fail_for %v is negative", ErrInvalidConfig, *c.Store.FailFor)
+	case c.Store.Cooldown < 0:
+		return fmt.Errorf("%w: store.cooldown %v is negative", ErrInvalidConfig, c.Store.Cooldown)
 	case c.Store.MaxKeys < 0:
 		return fmt.Errorf("%w: store.max_keys %d is negative", ErrInvalidConfig, c.Store.MaxKeys)
 	case c.Store.MaxBytes < 0:
@@ -299,6 +322,18 @@ func (c *Config) failMode() (failsafe.Mode, error) {
 		return failsafe.FailLocal, nil
 	}
 	return 0, fmt.Errorf("%w: store.fail_mode %q: want closed, open or local", ErrInvalidConfig, c.Store.FailMode)
+}
+
+// failsafeOptions returns the options of the failsafe.Store in front of
+// a shared store whose calls take timeout by default: the store section's
+// failure mode, timeout, threshold and cooldown.
+func (c *Config) failsafeOptions(timeout time.Duration) failsafe.Options {
+	mode, _ := c.failMode()
+	o := failsafe.Options{Mode: mode, Timeout: cmp.Or(c.Store.Timeout, timeout), Threshold: c.Store.Threshold, Cooldown: c.Store.Cooldown}
+	if c.Store.FailFor != nil {
+		o.FailFor = cmp.Or(*c.Store.FailFor, -1) // 0 in the file: no minimum
+	}
+	return o
 }
 
 // path resolves a file name of the configuration.

@@ -472,6 +472,10 @@ store: {fail_mode: local, timeout: 250ms}
 		{"limits: {max_body_bytes: lots}", "cannot unmarshal"},
 		{"store: {fail_mode: sometimes}", `fail_mode "sometimes"`},
 		{"store: {timeout: -1s}", "store.timeout -1s is negative"},
+		{"store: {threshold: -1}", "store.threshold -1 is negative"},
+		{"store: {fail_for: -1s}", "store.fail_for -1s is negative"},
+		{"store: {cooldown: -1ms}", "store.cooldown -1ms is negative"},
+		{"store: {cooldown: soon}", "cannot unmarshal"},
 		{"snapshot: {interval: -1s}", "snapshot.interval -1s is negative"},
 		{"tls: {cert_file: c}", "both cert_file and key_file"},
 		{"tls: {client_ca_file: c}", "client_ca_file needs"},
@@ -635,4 +639,26 @@ func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
 		panic(err)
 	}
 	return f
+}
+
+// TestFailsafeOptions: the store section's timeout, threshold, fail_for
+// and cooldown reach the failsafe.Store, their absence the defaults.
+func TestFailsafeOptions(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want failsafe.Options
+	}{
+		{"", failsafe.Options{Timeout: time.Second}},
+		{"store: {fail_mode: open, timeout: 50ms, threshold: 3, fail_for: 1s, cooldown: 2s}",
+			failsafe.Options{Mode: failsafe.FailOpen, Timeout: 50 * time.Millisecond, Threshold: 3, FailFor: time.Second, Cooldown: 2 * time.Second}},
+		{"store: {fail_for: 0s}", failsafe.Options{Timeout: time.Second, FailFor: -1}},
+	} {
+		cfg, err := ParseConfig([]byte(c.yaml), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.failsafeOptions(time.Second); got != c.want {
+			t.Errorf("%q: %+v, want %+v", c.yaml, got, c.want)
+		}
+	}
 }

@@ -44,13 +44,13 @@ func (in *instance) openStore() error {
 	if err != nil {
 		return fmt.Errorf("--store: %w", err)
 	}
-	mode, _ := cfg.failMode()
 	timeout := DefaultStoreTimeout
 	if strings.HasPrefix(url, "file:") {
 		timeout = DefaultFileStoreTimeout // a transaction waits for the disk (fsync) and for other processes
 	}
-	fo := failsafe.Options{Mode: mode, Timeout: cmp.Or(cfg.Store.Timeout, timeout), Logger: in.log.With("store", storeName(url))}
-	if mode == failsafe.FailLocal {
+	fo := cfg.failsafeOptions(timeout)
+	fo.Logger = in.log.With("store", storeName(url))
+	if fo.Mode == failsafe.FailLocal {
 		in.local = in.newMemory()
 		fo.Local = in.local
 	}

@@ -150,8 +150,12 @@ Configuration file (every part optional; relative paths are relative to it):
   tls: {cert_file: server.crt, key_file: server.key,
         client_ca_file: clients.crt} # client_ca_file: mutual TLS
   store: {fail_mode: closed, timeout: 100ms, max_keys: 1048576,
-          max_bytes: 268435456}
+          max_bytes: 268435456, threshold: 5, fail_for: 250ms,
+          cooldown: 500ms}
                                      # timeout: per call; 1s for file:
+                                     # down after threshold failures in a
+                                     # row over fail_for (0: any); then a
+                                     # probe every cooldown
   snapshot: {file: /var/lib/floodgate/snapshot, interval: 10s}
   ops: {auth: true, tls: true}       # /metrics and pprof want a token of
                                      # auth; --metrics serves with tls's
