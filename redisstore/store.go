@@ -23,6 +23,7 @@ type Store struct {
 	cluster bool // keys of one script call must share a hash slot
 	cfg     config
 	batcher *batch.Batcher[work]
+	nodes   sync.Map // on a Cluster: a master's address -> its *batch.Batcher[work] (batcherOf)
 	run     runner
 
 	// The script's first two arguments, boxed once (see encode).
