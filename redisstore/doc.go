@@ -89,6 +89,12 @@
 // path, which costs Redis markedly less time per decision (the README's
 // "On Redis" has the figures).
 //
+// On a Redis Cluster, calls are gathered master by master: each master
+// has its batches and WithMaxInFlight script calls of its own, so that a
+// master that is down or stalls holds up only the calls to its own slots.
+// The store is a store.Partitioned whose partitions are the hash slots,
+// so that a failsafe.Store in front takes down only the failing master's.
+//
 // Store.ApplyEach (through floodgate.AllowEach) carries many
 // independent operations, each decided as if alone, in one call of up to
 // WithMaxBatch operations (one per hash slot on a Cluster, in one
