@@ -92,13 +92,15 @@ var (
 	memMaxBytesDesc = prometheus.NewDesc("floodgate_memory_max_bytes",
 		"The bound on a memory store's bytes (store.max_bytes, --max-memory).", []string{"store"}, nil)
 	storeDownDesc = prometheus.NewDesc("floodgate_store_down",
-		"Whether the shared store is failing now (1) or not (0).", nil, nil)
+		"Whether the shared store (one of a Redis Cluster's hash slots, at least) is taken to be down now (1) or not (0).", nil, nil)
 	storeFailuresDesc = prometheus.NewDesc("floodgate_store_failures_total",
 		"Calls to the shared store that failed.", nil, nil)
 	storeFallbacksDesc = prometheus.NewDesc("floodgate_store_fallbacks_total",
 		"Calls decided by the failure mode (open, closed, local) because the shared store was failing.", []string{"mode"}, nil)
+	storeTripsDesc = prometheus.NewDesc("floodgate_store_trips_total",
+		"Times the shared store (or one of a Redis Cluster's hash slots) was taken down after failing calls met the threshold.", nil, nil)
 	storeRecoveriesDesc = prometheus.NewDesc("floodgate_store_recoveries_total",
-		"Times the shared store came back after failing.", nil, nil)
+		"Times the shared store (or one of a Redis Cluster's hash slots) came back after being down.", nil, nil)
 )
 
 // storeCollector reads a store's counts at each scrape.
@@ -148,6 +150,7 @@ func collectFailsafe(ch chan<- prometheus.Metric, st failsafe.Stats) {
 	ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Open), "open")
 	ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Closed), "closed")
 	ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Local), "local")
+	ch <- prometheus.MustNewConstMetric(storeTripsDesc, prometheus.CounterValue, float64(st.Trips))
 	ch <- prometheus.MustNewConstMetric(storeRecoveriesDesc, prometheus.CounterValue, float64(st.Recoveries))
 }
 
