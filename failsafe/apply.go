@@ -46,6 +46,7 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 		if !failed {
 			return callerErr(ctx, err)
 		}
+		f.stats[countFailures].Add(1)
 		for i, b := range bs {
 			f.fail(b, gs[i], err, false)
 		}
@@ -54,6 +55,9 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 	if probing := f.acquireProbes(bs, probeable(ops)); probing != nil {
 		gs, _ = gens(bs)
 		failed, err := f.applyInner(ctx, ops, each)
+		if failed {
+			f.stats[countFailures].Add(1)
+		}
 		for i, b := range bs {
 			probe := probing[i]
 			switch {

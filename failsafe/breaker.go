@@ -134,11 +134,11 @@ func (f *Store) acquireProbe(b *breaker) bool {
 }
 
 // fail records a failed call to b's partition that began in generation
-// g, a probe or not. A call while up counts towards the threshold, and
+// g, a probe or not (the caller counts the call in Stats.Failures, once
+// for a batch of several partitions). A call while up counts towards the threshold, and
 // takes the partition down when it is met; a failed probe keeps it down
 // for the cooldown from the probe's start, doubled (up to MaxCooldown).
 func (f *Store) fail(b *breaker, g uint64, err error, probe bool) {
-	f.stats[countFailures].Add(1)
 	if f.mode == FailClosed {
 		e := fmt.Errorf("failsafe: %w: %w", ErrUnavailable, err)
 		b.lastErr.Store(&e)

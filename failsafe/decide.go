@@ -20,6 +20,7 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 		case !failed:
 			return d, callerErr(ctx, err)
 		}
+		f.stats[countFailures].Add(1)
 		f.fail(b, g, err, false)
 		return t.fallback(ctx, b, key, now, n)
 	}
@@ -37,6 +38,7 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 			b.probing.Store(false)
 			return d, callerErr(ctx, err)
 		}
+		f.stats[countFailures].Add(1)
 		f.fail(b, g, err, true)
 	}
 	return t.fallback(ctx, b, key, now, n)

@@ -218,4 +218,14 @@ func TestFailsafePartitions(t *testing.T) {
 	if st := fs.Stats(); st.Down || st.Recoveries != 1 {
 		t.Fatalf("after the cooldown: %+v, want up", st)
 	}
+	// A batch across both partitions that fails is one failed call,
+	// counted against each.
+	shared.Fail(errRefused)
+	before := fs.Stats().Failures
+	for range 3 {
+		floodgate.AllowAll(ctx, floodgate.Check{Limiter: l, Key: "a4", N: 1}, floodgate.Check{Limiter: l, Key: "b3", N: 1})
+	}
+	if st := fs.Stats(); st.Failures != before+3 || st.Trips != 3 {
+		t.Fatalf("3 failed batches across both partitions: %+v, want 3 more failures and both partitions down", st)
+	}
 }
