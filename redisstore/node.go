@@ -4,28 +4,30 @@ import (
 	"context"
 
 	"github.com/floodgate/floodgate/internal/batch"
+	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
-// batcherOf returns the batcher of calls on key, a Redis key: on a Redis
-// Cluster, the batcher of the master serving key's slot, made when first
+// batcherOf returns the batcher of a call whose first op is op: on a
+// Redis Cluster, the batcher of the master serving the slot of op's key, made when first
 // needed; else, or while the cluster's layout is unknown, s.batcher. So a
 // master that is down or stalls holds up only the calls to its own
 // slots: never a pipeline or an in-flight script call of calls to the
-// others. The batchers are as many as the masters seen.
-func (s *Store) batcherOf(ctx context.Context, key string) *batch.Batcher[work] {
+// others. The batchers are as many as the masters' clients seen.
+func (s *Store) batcherOf(ctx context.Context, op *store.Op) *batch.Batcher[work] {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
 		return s.batcher
 	}
-	node, err := cc.MasterForKey(ctx, key)
+	node, err := cc.MasterForKey(ctx, op.Table.(*table).prefix+op.Key)
 	if err != nil {
 		return s.batcher
 	}
-	addr := node.Options().Addr
-	if b, ok := s.nodes.Load(addr); ok {
+	// go-redis keeps one client a node address, so the client names the
+	// master (and, a pointer, costs no allocation as a map key).
+	if b, ok := s.nodes.Load(node); ok {
 		return b.(*batch.Batcher[work])
 	}
-	b, _ := s.nodes.LoadOrStore(addr, newBatcher(s))
+	b, _ := s.nodes.LoadOrStore(node, newBatcher(s))
 	return b.(*batch.Batcher[work])
 }

@@ -23,7 +23,7 @@ type Store struct {
 	cluster bool // keys of one script call must share a hash slot
 	cfg     config
 	batcher *batch.Batcher[work]
-	nodes   sync.Map // on a Cluster: a master's address -> its *batch.Batcher[work] (batcherOf)
+	nodes   sync.Map // on a Cluster: a master's *redis.Client -> its *batch.Batcher[work] (batcherOf)
 	run     runner
 
 	// The script's first two arguments, boxed once (see encode).
