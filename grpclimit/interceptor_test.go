@@ -388,10 +388,10 @@ func TestLimiterError(t *testing.T) {
 	}{
 		{"no failsafe", func(*clock.Fake) store.Store { return brokenStore{} }, false, codes.Unavailable, time.Second},
 		{"fail closed", func(fc *clock.Fake) store.Store {
-			return newFailsafe(brokenStore{}, failsafe.Options{Cooldown: 5 * time.Second, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Threshold: 1, FailFor: -1, Cooldown: 5 * time.Second, Clock: fc})
 		}, false, codes.Unavailable, 5 * time.Second},
 		{"fail open", func(fc *clock.Fake) store.Store {
-			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Threshold: 1, FailFor: -1, Clock: fc})
 		}, false, codes.OK, -1},
 		{"dry run", func(*clock.Fake) store.Store { return brokenStore{} }, true, codes.OK, -1},
 	} {

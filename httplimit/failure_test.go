@@ -66,13 +66,13 @@ func TestStoreFailure(t *testing.T) {
 		{"no failsafe", func(*clock.Fake) store.Store { return brokenStore{} }, false,
 			"503 503 503 503", "1", Stats{Errors: 4}},
 		{"fail closed", func(fc *clock.Fake) store.Store {
-			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailClosed, Cooldown: 5 * time.Second, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailClosed, Threshold: 1, FailFor: -1, Cooldown: 5 * time.Second, Clock: fc})
 		}, false, "503 503 503 503", "5", Stats{Errors: 4}},
 		{"fail open", func(fc *clock.Fake) store.Store {
-			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Threshold: 1, FailFor: -1, Clock: fc})
 		}, false, "200 200 200 200", "", Stats{}},
 		{"fail local", func(fc *clock.Fake) store.Store {
-			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailLocal, Clock: fc})
+			return newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailLocal, Threshold: 1, FailFor: -1, Clock: fc})
 		}, false, "200 200 429 429", "60", Stats{Denied: 2}},
 		{"dry run", func(*clock.Fake) store.Store { return brokenStore{} }, true,
 			"200 200 200 200", "", Stats{ServedOnError: 4}},
@@ -122,7 +122,7 @@ func TestStoreFailure(t *testing.T) {
 func TestStoreFailureNewAll(t *testing.T) {
 	fc := clock.NewFake(t0)
 	local := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("local"), floodgate.WithClock(fc)))
-	closed := newFailsafe(brokenStore{}, failsafe.Options{Cooldown: 3 * time.Second, Clock: fc})
+	closed := newFailsafe(brokenStore{}, failsafe.Options{Threshold: 1, FailFor: -1, Cooldown: 3 * time.Second, Clock: fc})
 	shared := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 5/1m"), floodgate.WithName("shared"),
 		floodgate.WithStore(closed), floodgate.WithClock(fc)))
 	m := NewAll([]Limit{{Limiter: local}, {Limiter: shared}}, WithLogger(newDiscardLogger()))
@@ -158,7 +158,7 @@ func TestRedisDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			store := newFailsafe(rs, failsafe.Options{Mode: tc.mode, Timeout: time.Second})
+			store := newFailsafe(rs, failsafe.Options{Mode: tc.mode, Timeout: time.Second, Threshold: 1, FailFor: -1})
 			l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 100/1h"), floodgate.WithStore(store)))
 			m := New(l, WithLogger(newDiscardLogger()))
 			web := server(t, m.Handler(ok))
