@@ -71,7 +71,7 @@ func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
 	}
 	bounded, cancel := s.bound(ctx)
 	defer cancel()
-	if err := s.batcherOf(bounded, ops[0]).Do(bounded, c); err != nil {
+	if err := s.batcherOf(ops[0]).Do(bounded, c); err != nil {
 		return s.batchErr(ctx, err) // c is no longer ours: the pool goes without it
 	}
 	for i, op := range ops {

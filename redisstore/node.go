@@ -13,13 +13,15 @@ import (
 // needed; else, or while the cluster's layout is unknown, s.batcher. So a
 // master that is down or stalls holds up only the calls to its own
 // slots: never a pipeline or an in-flight script call of calls to the
-// others. The batchers are as many as the masters' clients seen.
-func (s *Store) batcherOf(ctx context.Context, op *store.Op) *batch.Batcher[work] {
+// others. The batchers are as many as the masters' clients seen. The
+// master is looked up in the layout go-redis holds (cachedLayout); while
+// it holds none, the call goes to s.batcher, whose send loads it.
+func (s *Store) batcherOf(op *store.Op) *batch.Batcher[work] {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
 		return s.batcher
 	}
-	node, err := cc.MasterForKey(ctx, op.Table.(*table).prefix+op.Key)
+	node, err := cc.MasterForKey(cachedLayout, op.Table.(*table).prefix+op.Key)
 	if err != nil {
 		return s.batcher
 	}
@@ -31,3 +33,14 @@ func (s *Store) batcherOf(ctx context.Context, op *store.Op) *batch.Batcher[work
 	b, _ := s.nodes.LoadOrStore(node, newBatcher(s))
 	return b.(*batch.Batcher[work])
 }
+
+// cachedLayout is the context of a master's lookup: done already, so that
+// go-redis answers from the cluster's layout it holds (it reads the
+// context only to load one) and never makes a caller wait for a load
+// that may take the caller's whole budget (a master's address that does
+// not resolve, say).
+var cachedLayout = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
