@@ -1,0 +1,11 @@
+// Package deploy holds floodgate's deployment: the container image's
+// builder (package image, command cmd/mkimage, make image) and a
+// Dockerfile, Kubernetes manifests (kubernetes/), an Envoy configuration
+// (envoy/) and an Istio EnvoyFilter (istio/), a Grafana dashboard
+// (grafana/) and Prometheus alert rules (prometheus/). Its tests build the
+// image and run floodgate from it, and check every manifest's ports, paths,
+// flags and metric names against the floodgate they deploy.
+//
+// It is a module of its own so that the root module, a library, does not
+// require go-containerregistry.
+package deploy
