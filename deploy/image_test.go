@@ -1,0 +1,241 @@
+package deploy_test
+
+import (
+	"archive/tar"
+	"context"
+	"debug/elf"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate/deploy/image"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+func TestMain(m *testing.M) {
+	redistest.Main(m)
+	if built.tmp != "" {
+		os.RemoveAll(built.tmp)
+	}
+}
+
+// built is the image the tests share: built once, written as a tarball,
+// read back and unpacked.
+var built struct {
+	once   sync.Once
+	err    error
+	tmp    string // removed by TestMain
+	dir    string // the image's filesystem, unpacked
+	size   int64  // the tarball's bytes
+	config *v1.ConfigFile
+}
+
+// builtImage builds floodgate's image as make image does, writes it as a
+// tarball, reads it back and unpacks its filesystem.
+func builtImage(t *testing.T) (dir string, cfg *v1.ConfigFile, size int64) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the image is linux's: its binary runs only on linux")
+	}
+	built.once.Do(func() {
+		built.tmp, built.err = os.MkdirTemp("", "deploy-image")
+		if built.err != nil {
+			return
+		}
+		built.dir = filepath.Join(built.tmp, "rootfs")
+		built.size, built.config, built.err = buildAndUnpack(built.tmp, built.dir)
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.dir, built.config, built.size
+}
+
+func buildAndUnpack(tmp, rootfs string) (int64, *v1.ConfigFile, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	bin := filepath.Join(tmp, "floodgate")
+	if err := image.BuildBinary(ctx, "..", runtime.GOARCH, bin); err != nil {
+		return 0, nil, err
+	}
+	certs := image.CACertPath
+	if _, err := os.Stat(certs); err != nil {
+		certs = ""
+	}
+	img, err := image.Build(image.Options{Binary: bin, Arch: runtime.GOARCH, CACerts: certs})
+	if err != nil {
+		return 0, nil, err
+	}
+	path := filepath.Join(tmp, "image.tar")
+	if err := tarball.WriteToFile(path, name.MustParseReference("floodgate:test"), img); err != nil {
+		return 0, nil, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	back, err := tarball.ImageFromPath(path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	cfg, err := back.ConfigFile()
+	if err != nil {
+		return 0, nil, err
+	}
+	return fi.Size(), cfg, untar(mutate.Extract(back), rootfs)
+}
+
+// untar writes the regular files and directories of the tar r under dir.
+func untar(r io.ReadCloser, dir string) error {
+	defer r.Close()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, filepath.Clean("/"+h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(path, 0o755)
+		case tar.TypeReg:
+			err = writeFile(path, tr, h.FileInfo().Mode().Perm())
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func writeFile(path string, r io.Reader, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// imageBinary is the floodgate binary of the image's filesystem.
+func imageBinary(t *testing.T) string {
+	dir, _, _ := builtImage(t)
+	return filepath.Join(dir, image.Binary)
+}
+
+func TestImageRunsVersion(t *testing.T) {
+	dir, cfg, size := builtImage(t)
+	t.Logf("image tarball: %d bytes", size)
+	bin := filepath.Join(dir, image.Binary)
+	out, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s version: %v\n%s", bin, err, out)
+	}
+	t.Logf("floodgate version from the image: %s", out)
+	if !regexp.MustCompile(`^floodgate \S+ .*go1\.\d+`).Match(out) {
+		t.Errorf("floodgate version printed %q, want floodgate VERSION ... goVERSION", out)
+	}
+	assertStatic(t, bin)
+	if _, err := os.Stat(filepath.Join(dir, image.StateDir)); err != nil {
+		t.Errorf("the image has no state directory: %v", err)
+	}
+	if !slices.Equal(cfg.Config.Entrypoint, []string{image.Binary}) {
+		t.Errorf("entrypoint %q, want [%s]", cfg.Config.Entrypoint, image.Binary)
+	}
+	if !slices.Equal(cfg.Config.Cmd, image.DefaultArgs) {
+		t.Errorf("cmd %q, want %q", cfg.Config.Cmd, image.DefaultArgs)
+	}
+	assertNonRoot(t, "the image's config", cfg.Config.User)
+	if cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH {
+		t.Errorf("platform %s/%s, want linux/%s", cfg.OS, cfg.Architecture, runtime.GOARCH)
+	}
+}
+
+// assertStatic fails t unless bin is an ELF executable with no
+// interpreter and no shared libraries.
+func assertStatic(t *testing.T, bin string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatalf("the image's binary: %v", err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("the image's binary asks for a dynamic loader: it is not static")
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("the image's binary needs shared libraries %q", libs)
+	}
+}
+
+// assertNonRoot fails t unless user is a numeric uid (and gid) other than 0.
+func assertNonRoot(t *testing.T, what, user string) {
+	t.Helper()
+	if !regexp.MustCompile(`^[1-9][0-9]*(:[1-9][0-9]*)?$`).MatchString(user) {
+		t.Errorf("%s runs as user %q, want a numeric non-root uid[:gid]", what, user)
+	}
+}
+
+// TestImageServes runs the image's entrypoint and arguments as the image
+// gives them, only moved to free loopback ports and a temporary snapshot
+// (later flags win), and asks it /readyz.
+func TestImageServes(t *testing.T) {
+	_, cfg, _ := builtImage(t)
+	args := append(slices.Clone(cfg.Config.Cmd),
+		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+		"--snapshot", filepath.Join(t.TempDir(), "serve.snapshot"))
+	addrs := startServe(t, imageBinary(t), args)
+	assertGet(t, "http://"+addrs["metrics"]+"/readyz", 200)
+}
+
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	build := regexp.MustCompile(`(?m)^RUN CGO_ENABLED=0 go build .*-o (\S+) \./cmd/floodgate$`).FindStringSubmatch(text)
+	if build == nil {
+		t.Fatal("the Dockerfile does not build ./cmd/floodgate with CGO_ENABLED=0")
+	}
+	if !strings.Contains(text, "COPY --from=build "+build[1]+" "+image.Binary+"\n") {
+		t.Errorf("the Dockerfile does not copy %s to %s", build[1], image.Binary)
+	}
+	if !regexp.MustCompile(`(?m)^FROM (scratch|gcr\.io/distroless/static\S*)$`).MatchString(text) {
+		t.Errorf("the Dockerfile's last stage is not scratch or distroless static")
+	}
+	users := regexp.MustCompile(`(?m)^USER (\S+)$`).FindAllStringSubmatch(text, -1)
+	if len(users) != 1 || users[0][1] != image.User {
+		t.Errorf("the Dockerfile's USER lines %q, want one, USER %s", users, image.User)
+	}
+	wantEntry := `ENTRYPOINT ["` + image.Binary + `"]`
+	wantCmd := `CMD ["` + strings.Join(image.DefaultArgs, `", "`) + `"]`
+	for _, want := range []string{wantEntry, wantCmd} {
+		if !strings.Contains(text, "\n"+want+"\n") {
+			t.Errorf("the Dockerfile lacks %s (as make image's image has it)", want)
+		}
+	}
+}
