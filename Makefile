@@ -8,13 +8,15 @@ FUZZTIME ?= 30s
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEADCODE ?= $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0
 
-.PHONY: test check-go vet lint redis build fuzz bench chaos
+.PHONY: test check-go vet lint redis build image fuzz bench chaos
 
 ## test: vet, gofmt, lint, and every test with the race detector, the Redis tests against real
-## redis-servers; then the bench module's tests (the middleware's loopback load test among them)
+## redis-servers; then the bench module's tests (the middleware's loopback load test among them) and
+## the deploy module's (the image built and run, the manifests, dashboard and alerts checked)
 test: check-go vet lint redis
 	$(GO) test -race ./...
 	cd bench && $(GO) test -race ./...
+	cd deploy && GOROOT=$$($(GO) env GOROOT) $(GO) test -race ./...
 
 ## chaos: the fault suite alone: the tests named TestChaos*, which stop, kill and restart real
 ## redis-servers and Cluster masters, damage a running store's file, kill check processes and flood
@@ -43,14 +45,15 @@ check-go:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt -w needed on:"; echo "$$out"; exit 1; fi
 
 ## lint: staticcheck, and deadcode -test (functions that nothing reaches, not even a test), on the root
-## module and on bench/; then .ci/commits (every commit subject since the rule reads `pkg: what
+## module, on bench/ and on deploy/; then .ci/commits (every commit subject since the rule reads `pkg: what
 ## changed` in at most 72 characters); it fails when any reports anything, after running them all
 lint: check-go
-	@fail=0; for dir in . bench; do \
+	@fail=0; for dir in . bench deploy; do \
 	  echo "staticcheck ./... and deadcode -test ./... in $$dir"; \
 	  for tool in "$(STATICCHECK) ./..." "$(DEADCODE) -test ./..."; do \
 	    out=$$(cd $$dir && $$tool) || fail=1; \
@@ -64,6 +67,11 @@ lint: check-go
 ## build: the floodgate command, in ./floodgate
 build: check-go
 	$(GO) build -buildvcs=auto ./cmd/floodgate
+
+## image: floodgate's container image, without a Docker daemon (deploy/cmd/mkimage): a static binary,
+## user 65532, into floodgate-image.tar for `docker load -i` or `podman load -i` (IMAGE_ARCH: another GOARCH)
+image: check-go
+	cd deploy && GOROOT=$$($(GO) env GOROOT) $(GO) run ./cmd/mkimage -root .. -tar ../floodgate-image.tar $(if $(IMAGE_ARCH),-arch $(IMAGE_ARCH))
 
 ## fuzz: each fuzz target for FUZZTIME (the seed corpora also run in `make test`)
 fuzz: check-go

@@ -84,8 +84,7 @@ func BuildBinary(ctx context.Context, root, arch, out string) error {
 	return nil
 }
 
-// goCommand is the go command running this program's build, else go on
-// PATH.
+// goCommand is the go command of $GOROOT (make sets it), else go on PATH.
 func goCommand() string {
 	if p := filepath.Join(os.Getenv("GOROOT"), "bin", "go"); os.Getenv("GOROOT") != "" {
 		if _, err := os.Stat(p); err == nil {
