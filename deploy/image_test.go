@@ -65,7 +65,7 @@ func builtImage(t *testing.T) (dir string, cfg *v1.ConfigFile, size int64) {
 }
 
 func buildAndUnpack(tmp, rootfs string) (int64, *v1.ConfigFile, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	bin := filepath.Join(tmp, "floodgate")
 	if err := image.BuildBinary(ctx, "..", runtime.GOARCH, bin); err != nil {
