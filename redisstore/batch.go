@@ -33,12 +33,28 @@ type work struct {
 
 // newBatcher returns the batcher of s's calls (package batch): calls
 // leave together, up to maxBatch in one script call, with at most
-// maxInFlight script calls out. A sender sends even a lone call
-// (batch.Limits.Detach), so that every caller can leave when its context
-// ends, whether or not the client heeds contexts.
+// maxInFlight script calls out. With a client that does not heed
+// contexts' deadlines, a sender sends even a lone call
+// (batch.Limits.Detach), so that its caller can leave when its context or
+// the store's timeout ends while the client waits on; a client that heeds
+// them (ContextTimeoutEnabled) ends the call itself, and a lone caller
+// sends its own call, saving two hand-offs between goroutines.
 func newBatcher(s *Store) *batch.Batcher[work] {
 	return batch.New(s.send, batch.Limits{MaxBatch: s.cfg.maxBatch, MaxInFlight: s.cfg.maxInFlight,
-		MaxPending: s.cfg.maxPending, Detach: true})
+		MaxPending: s.cfg.maxPending, Detach: !heedsDeadlines(s.client)})
+}
+
+// heedsDeadlines reports whether c ends a command at its context's
+// deadline (go-redis's ContextTimeoutEnabled); false for a client it
+// cannot tell.
+func heedsDeadlines(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // small is a call of up to smallOps ops, pooled, so that a Decide, or

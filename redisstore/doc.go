@@ -74,7 +74,12 @@
 // Calls that arrive together, from many goroutines, leave together: one
 // script call carries up to WithMaxBatch of them (each still decided as if
 // alone, in arrival order), and at most WithMaxInFlight script calls wait
-// on Redis at once. A lone call goes at once, on a sender started for it.
+// on Redis at once. A lone call goes at once: from its caller's goroutine
+// when the client heeds contexts' deadlines (ContextTimeoutEnabled, as
+// package storeurl's clients have), else on a sender started for it, so
+// that its caller can leave at its deadline (two hand-offs between
+// goroutines, which a lone caller feels: give the store such a client for
+// the fastest lone calls; the README has the figures).
 // The store keeps no goroutine of its own: a sender ends once no call
 // waits and its last script call is done (answered, or given up by the
 // client). It bounds the calls waiting (10,000, then ErrOverloaded). A
@@ -118,7 +123,9 @@
 // (at most WithMaxInFlight of them), until the client gives up on it or
 // Redis answers; it never touches its caller's ops after the caller has
 // returned. A client that heeds contexts (ContextTimeoutEnabled, as
-// package storeurl's clients do) gives up at the callers' deadline too.
+// package storeurl's clients do) gives up at the callers' deadline too; a
+// lone caller who sent its own call then waits for that deadline (the
+// store's timeout at most), even when its context is cancelled sooner.
 // A call that the client fails to send or read (Redis down, a connection
 // lost) returns ErrUnavailable with the client's error; one that Redis
 // answers with an error returns it, wrapped. To choose
