@@ -33,8 +33,10 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 	if err := store.Check(ops, f.policy); err != nil {
 		return fmt.Errorf("failsafe: %w", err)
 	}
-	bs := f.breakersOfOps(ops)
-	gs, down := gens(bs)
+	var bsBuf [4]*breaker // most batches touch a partition or two: no allocation
+	var gsBuf [4]uint64
+	bs := f.breakersOfOps(bsBuf[:0], ops)
+	gs, down := gens(gsBuf[:0], bs)
 	if down < 0 { // all up
 		failed, err := f.applyInner(ctx, ops, each)
 		if err == nil {
@@ -53,7 +55,7 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 		return f.applyFallback(ctx, bs[0], ops, each)
 	}
 	if probing := f.acquireProbes(bs, probeable(ops)); probing != nil {
-		gs, _ = gens(bs)
+		gs, _ = gens(gs[:0], bs)
 		failed, err := f.applyInner(ctx, ops, each)
 		if failed {
 			f.stats[countFailures].Add(1)
@@ -81,12 +83,12 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 	return f.applyFallback(ctx, bs[down], ops, each)
 }
 
-// breakersOfOps returns the breakers of the partitions of ops, each once.
-func (f *Store) breakersOfOps(ops []store.Op) []*breaker {
+// breakersOfOps appends to bs the breakers of the partitions of ops, each
+// once.
+func (f *Store) breakersOfOps(bs []*breaker, ops []store.Op) []*breaker {
 	if f.parts == nil || len(ops) == 0 {
-		return []*breaker{&f.one}
+		return append(bs, &f.one)
 	}
-	bs := make([]*breaker, 0, 1)
 	for i := range ops {
 		b := f.breakerOf(ops[i].Table.(*table), ops[i].Key)
 		if !slices.Contains(bs, b) {
@@ -96,13 +98,13 @@ func (f *Store) breakersOfOps(ops []store.Op) []*breaker {
 	return bs
 }
 
-// gens returns the generations of bs, and the index of one that is down,
-// or -1 when all are up.
-func gens(bs []*breaker) ([]uint64, int) {
-	gs, down := make([]uint64, len(bs)), -1
+// gens appends to gs the generations of bs, and returns the index of one
+// that is down, or -1 when all are up.
+func gens(gs []uint64, bs []*breaker) ([]uint64, int) {
+	down := -1
 	for i, b := range bs {
 		g, isDown := b.state()
-		gs[i] = g
+		gs = append(gs, g)
 		if isDown && down < 0 {
 			down = i
 		}
