@@ -57,8 +57,8 @@ func (s *Store) Partitions() int {
 // Redis Cluster, and 0 on a single Redis or for a table of another store.
 func (s *Store) Partition(t store.Table, key string) int {
 	rt, ok := t.(*table)
-	if !ok || rt.store != s || !s.cluster {
+	if !ok || rt.store != s {
 		return 0
 	}
-	return int(slot(rt.prefix + key))
+	return int(s.keySlot(rt, key))
 }

@@ -108,11 +108,17 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	return op.Result.Decision, op.Result.Err
 }
 
-func (s *Store) slotOf(op *store.Op) uint16 {
+// slotOf returns the hash slot of op's key, a key of a table of s: 0 off a
+// Cluster, where the slot does not matter.
+func (s *Store) slotOf(op *store.Op) uint16 { return s.keySlot(op.Table.(*table), op.Key) }
+
+// keySlot returns the hash slot of key in t, a table of s (0 off a
+// Cluster).
+func (s *Store) keySlot(t *table, key string) uint16 {
 	if !s.cluster {
 		return 0
 	}
-	return slot(op.Table.(*table).prefix + op.Key)
+	return slot(t.prefix + key)
 }
 
 // policy returns the policy of t, a table of s (store.Check's question).
