@@ -3,6 +3,7 @@ package httplimit
 import (
 	"bytes"
 	"io"
+	"math"
 	"net/http"
 )
 
@@ -16,17 +17,22 @@ import (
 // put back for the next handler: it costs the bytes read, and a body
 // longer than limit costs limit+1. With limit the policy's burst, such a
 // body is denied for good, without Retry-After, as one announced too long.
-// So the middleware holds at most limit+1 bytes of a request in memory.
+// So the middleware holds at most limit+1 bytes of a request in memory. A
+// negative limit is 0.
 // Counting Content-Length alone would cost a chunked body nothing (its
 // ContentLength is -1): an unlimited upload.
 func BodyBytes(limit int64) func(*http.Request) int64 {
+	ahead := max(limit, 0) + 1 // the bytes to read ahead
+	if ahead <= 0 {
+		ahead = math.MaxInt64 // limit+1 overflowed
+	}
 	return func(r *http.Request) int64 {
 		if r.ContentLength >= 0 || r.Body == nil || r.Body == http.NoBody {
 			return max(r.ContentLength, 0)
 		}
-		ahead, _ := io.ReadAll(io.LimitReader(r.Body, limit+1)) // an error recurs at the handler's read
-		r.Body = readAhead{io.MultiReader(bytes.NewReader(ahead), r.Body), r.Body}
-		return int64(len(ahead))
+		read, _ := io.ReadAll(io.LimitReader(r.Body, ahead)) // an error recurs at the handler's read
+		r.Body = readAhead{io.MultiReader(bytes.NewReader(read), r.Body), r.Body}
+		return int64(len(read))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -766,6 +767,17 @@ func TestBodyBytesChunked(t *testing.T) {
 	}
 	if code, got := post(400); code != 200 || got != "400" {
 		t.Errorf("400 chunked bytes: %d %q", code, got)
+	}
+	for _, limit := range []int64{math.MaxInt64, -5} { // no overflow, no negative read
+		r := httptest.NewRequest("POST", "/", io.MultiReader(strings.NewReader("12345")))
+		r.ContentLength = -1
+		want := map[int64]int64{math.MaxInt64: 5, -5: 1}[limit]
+		if got := BodyBytes(limit)(r); got != want {
+			t.Errorf("BodyBytes(%d) of a chunked 5-byte body: %d, want %d", limit, got, want)
+		}
+		if b, _ := io.ReadAll(r.Body); string(b) != "12345" {
+			t.Errorf("BodyBytes(%d) left the body %q", limit, b)
+		}
 	}
 	l2, _ := newLimiter(t, "fixed-window 1000/1m")
 	big := server(t, New(l2, WithCostFunc(BodyBytes(1000))).Handler(ok))
