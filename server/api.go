@@ -26,6 +26,7 @@ import (
 //	POST /v1/reset     forget a key's state under a policy
 //	GET  /v1/policies  the configured policies
 //	POST /json         Envoy's rate-limit service in JSON (with WithEnvoyJSON)
+//	GET  /healthcheck  envoyproxy/ratelimit's health check: 200 "OK" when ready, else 500
 //
 // The serve command's usage documents the requests and answers.
 func (s *Server) Handler() http.Handler {
@@ -38,6 +39,7 @@ func (s *Server) Handler() http.Handler {
 			s.envoy.ServeHTTP(w, r) // which bounds its body itself
 		}))
 	}
+	mux.HandleFunc("/healthcheck", s.healthcheck)
 	mux.Handle("/", s.endpoint("other", "", func(w http.ResponseWriter, r *http.Request, _ *live) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s (see GET /v1/policies, POST /v1/check, POST /v1/reset)", r.URL.Path))
 	}))

@@ -56,6 +56,23 @@ func (s *Server) OpsHandler() http.Handler {
 	return mux
 }
 
+// healthcheck answers envoyproxy/ratelimit's GET /healthcheck, which
+// Handler serves on the API's port, so that what probes the upstream
+// service probes floodgate unchanged: 200 with the body "OK" (text/plain)
+// when Ready, else 500 with no body, as upstream answers. Like upstream's,
+// it takes any method and no token. /readyz on the operations port says
+// the same with a reason.
+func (s *Server) healthcheck(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	if err := s.Ready(r.Context()); err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	w.Write([]byte("OK"))
+}
+
 // opsAuth asks h's requests for a bearer token of the API when the
 // configuration in use has ops.auth.
 func (s *Server) opsAuth(h http.Handler) http.Handler {
