@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -24,7 +23,7 @@ import (
 // configuration has TLS, with gRPC's health service beside it.
 type grpcServer struct {
 	srv    *grpc.Server
-	health *health.Server
+	health *healthServer
 }
 
 // newGRPCServer returns the gRPC server of envoy, counted and
@@ -34,7 +33,7 @@ func newGRPCServer(s *Server, envoy *envoyrls.Service) *grpcServer {
 	if tc := s.TLSConfig("h2"); tc != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
 	}
-	g := &grpcServer{srv: grpc.NewServer(opts...), health: health.NewServer()}
+	g := &grpcServer{srv: grpc.NewServer(opts...), health: newHealthServer(s)}
 	rlsv3.RegisterRateLimitServiceServer(g.srv, envoy)
 	healthpb.RegisterHealthServer(g.srv, g.health)
 	return g
@@ -60,9 +59,11 @@ func (g *grpcServer) stop(ctx context.Context, log *slog.Logger) {
 // grpcAuth is the gRPC form of the bearer-token check: metadata
 // "authorization: Bearer TOKEN", as Envoy's grpc_service initial_metadata
 // sends it.
+// The health service is open, as /healthcheck and /readyz are: probes
+// carry no token.
 func (s *Server) grpcAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	l := s.cur.Load()
-	if len(l.tokens) == 0 {
+	if len(l.tokens) == 0 || strings.HasPrefix(info.FullMethod, "/"+healthpb.Health_ServiceDesc.ServiceName+"/") {
 		return h(ctx, req)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)

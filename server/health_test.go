@@ -1,9 +1,20 @@
 package server
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/floodgate/floodgate/envoyrls"
 
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/failsafe"
@@ -55,5 +66,110 @@ func TestHealthcheck(t *testing.T) {
 	down := newTestServerOn(t, newFailsafe(brokenStore{}, failsafe.Options{Clock: clock.NewFake(t0)}), "")
 	if code, body, _ := getHealthcheck(t, "GET", down.url); code != 500 || body != "" {
 		t.Errorf("/healthcheck on a failing store: %d %q, want 500 and no body", code, body)
+	}
+}
+
+// serveHealth serves s's gRPC API (Envoy's service, with no domain, and
+// the health service) on a loopback port and returns a health client.
+func serveHealth(t *testing.T, s *Server) (healthpb.HealthClient, *grpcServer) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGRPCServer(s, envoyrls.NewService(nil, nil))
+	go g.serve(lis)
+	t.Cleanup(g.srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return healthpb.NewHealthClient(conn), g
+}
+
+// healthOf asks hc the status of service.
+func healthOf(ctx context.Context, hc healthpb.HealthClient, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	return resp.GetStatus(), err
+}
+
+// gRPC health reports SERVING for "", "ratelimit" (envoyproxy/ratelimit's
+// name) and the service's full name, without a token; NotFound for other
+// names; NOT_SERVING when the Server is not ready.
+func TestGRPCHealth(t *testing.T) {
+	ts := newTestServer(t, "", WithToken("s3cret"))
+	hc, _ := serveHealth(t, ts.Server)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := []string{"", "ratelimit", "envoy.service.ratelimit.v3.RateLimitService"}
+	for _, name := range names {
+		if st, err := healthOf(ctx, hc, name); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check(%q) = %v %v, want SERVING", name, st, err)
+		}
+	}
+	if _, err := healthOf(ctx, hc, "other"); status.Code(err) != codes.NotFound {
+		t.Errorf("Check(\"other\"): %v, want NotFound", err)
+	}
+	list, err := hc.List(ctx, &healthpb.HealthListRequest{})
+	if err != nil || len(list.GetStatuses()) != len(names) || list.GetStatuses()["ratelimit"].GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("List: %v %v", list, err)
+	}
+	ts.SetReady(false)
+	for _, name := range names {
+		if st, err := healthOf(ctx, hc, name); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Errorf("Check(%q) while shutting down = %v %v, want NOT_SERVING", name, st, err)
+		}
+	}
+
+	down := newTestServerOn(t, newFailsafe(brokenStore{}, failsafe.Options{Clock: clock.NewFake(t0)}), "")
+	dhc, _ := serveHealth(t, down.Server)
+	if st, err := healthOf(ctx, dhc, "ratelimit"); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Check(\"ratelimit\") on a failing store = %v %v, want NOT_SERVING", st, err)
+	}
+}
+
+// A Watch sends the status, then its changes as the clock passes
+// watchInterval, and ends at shutdown after a last NOT_SERVING; an unknown
+// name is SERVICE_UNKNOWN.
+func TestGRPCHealthWatch(t *testing.T) {
+	ts := newTestServer(t, "")
+	hc, g := serveHealth(t, ts.Server)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recv := func(w grpc.ServerStreamingClient[healthpb.HealthCheckResponse], want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		resp, err := w.Recv()
+		if err != nil || resp.GetStatus() != want {
+			t.Fatalf("Watch: %v %v, want %v", resp.GetStatus(), err, want)
+		}
+	}
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "ratelimit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(w, healthpb.HealthCheckResponse_SERVING)
+	unknown, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(unknown, healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
+
+	ts.clock.WaitTimers(2) // both watches wait
+	ts.SetReady(false)
+	ts.clock.Advance(watchInterval)
+	recv(w, healthpb.HealthCheckResponse_NOT_SERVING)
+	ts.SetReady(true)
+	ts.clock.WaitTimers(2)
+	ts.clock.Advance(watchInterval)
+	recv(w, healthpb.HealthCheckResponse_SERVING)
+
+	g.health.shutdown()
+	recv(w, healthpb.HealthCheckResponse_NOT_SERVING)
+	if _, err := w.Recv(); err != io.EOF {
+		t.Errorf("Watch after shutdown: %v, want its end", err)
+	}
+	if _, err := unknown.Recv(); err != io.EOF {
+		t.Errorf("Watch of an unknown name after shutdown: %v, want its end", err)
 	}
 }

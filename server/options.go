@@ -32,7 +32,9 @@ type Options struct {
 	// port of 0 picks a free one (see Listening).
 	HTTPAddr string
 	// GRPCAddr is the address of Envoy's rate-limit service over gRPC,
-	// served only with EnvoyConfigDir; "" means DefaultGRPCAddr.
+	// served only with EnvoyConfigDir, beside gRPC's health service
+	// (names "", "ratelimit" and the service's, SERVING when Server.Ready);
+	// "" means DefaultGRPCAddr.
 	GRPCAddr string
 	// MetricsAddr is the address of the operations endpoints
 	// (OpsHandler): /metrics, /healthz, /readyz and, with Pprof,

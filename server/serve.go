@@ -64,7 +64,7 @@ func (in *instance) serveOne(name string, serve func() error) {
 func (in *instance) stopServing(ctx context.Context) {
 	var wg sync.WaitGroup
 	if in.grpcSrv != nil {
-		in.grpcSrv.health.Shutdown()
+		in.grpcSrv.health.shutdown()
 		wg.Go(func() { in.grpcSrv.stop(ctx, in.log) })
 	}
 	wg.Go(func() {
