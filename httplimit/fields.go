@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/floodgate/floodgate/algo"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/ratelimitfields"
 	"github.com/floodgate/floodgate/internal/seconds"
 )
 
@@ -45,40 +45,6 @@ const (
 	NoHeaders Headers = 0
 )
 
-// sfString serializes s as a structured-field String (RFC 9651): quoted,
-// with '"' and '\' escaped. Bytes that a String cannot hold (controls and
-// non-ASCII) become '_'.
-func sfString(s string) string {
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '_')
-		default:
-			b = append(b, c)
-		}
-	}
-	return string(append(b, '"'))
-}
-
-// quotaWindow returns the RateLimit-Policy q and w of p: its LIMIT and its
-// PERIOD in seconds when PERIOD is whole seconds; otherwise w is PERIOD
-// rounded up to whole seconds and q the units p allows in w, rounded down
-// (10 per 100ms is q=100;w=1), since w is an integer number of seconds.
-func quotaWindow(p algo.Policy) (q, w int64) {
-	period := p.Period()
-	if period%time.Second == 0 {
-		return p.Limit(), int64(period / time.Second)
-	}
-	w = seconds.Ceil(period)
-	hi, lo := bits.Mul64(uint64(p.Limit()), uint64(w)*uint64(time.Second))
-	quo, _ := bits.Div64(hi, lo, uint64(period)) // hi < period: limit*w*1e9 < 2^64*period
-	return int64(quo), w
-}
-
 // standing returns what the RateLimit field says of decision d of a
 // request costing n: r, the units available, and t, the seconds within
 // which no more than r may be used. For an admitted request t is the time
@@ -114,11 +80,7 @@ func (m *Middleware) writeFields(h http.Header, md *floodgate.MultiDecision, che
 				b = append(b, ", "...)
 			}
 			r, t := standing(md.Decisions[i], checks[i].N, !md.Allowed)
-			b = append(b, m.limits[i].sfName...)
-			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, r, 10)
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, t, 10)
+			b = ratelimitfields.AppendStanding(b, m.limits[i].sfName, r, t)
 		}
 		vals[0], vals[1] = m.policyField, string(b)
 		h[hRateLimitPolicy] = vals[0:1:1]

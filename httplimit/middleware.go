@@ -15,6 +15,7 @@ import (
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/logthrottle"
+	"github.com/floodgate/floodgate/internal/ratelimitfields"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -192,10 +193,10 @@ func newLimit(lc Limit, c *config, name string) limit {
 	if lc.Cost == nil {
 		lim.cost, lim.n = c.cost, c.n
 	}
-	lim.name, lim.sfName = name, sfString(name)
+	lim.name, lim.sfName = name, ratelimitfields.String(name)
 	jn, _ := json.Marshal(name)
 	lim.jsonName = string(jn)
-	q, _ := quotaWindow(lc.Limiter.Policy())
+	q, _ := ratelimitfields.QuotaWindow(lc.Limiter.Policy())
 	lim.quotaText = strconv.FormatInt(q, 10)
 	return lim
 }
@@ -224,14 +225,14 @@ func limitName(lc Limit, c *config, single bool, taken map[string]bool) string {
 // policyItem is the limit's item of the RateLimit-Policy field:
 // "NAME;q=QUOTA;w=WINDOW", and ";qu=UNIT" for a unit other than requests.
 func (lim *limit) policyItem(lc Limit, c *config) string {
-	_, w := quotaWindow(lc.Limiter.Policy())
-	item := lim.sfName + ";q=" + lim.quotaText + ";w=" + strconv.FormatInt(w, 10)
+	q, w := ratelimitfields.QuotaWindow(lc.Limiter.Policy())
+	item := string(ratelimitfields.AppendPolicy(nil, lim.sfName, q, w))
 	unit := lc.Unit
 	if unit == "" {
 		unit = c.unit
 	}
 	if unit != "" && unit != "requests" {
-		item += ";qu=" + sfString(unit)
+		item += ";qu=" + ratelimitfields.String(unit)
 	}
 	return item
 }

@@ -266,26 +266,6 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 	}
 }
 
-func TestSfStringRoundTrip(t *testing.T) {
-	for _, s := range []string{"default", "", `a"b\c`, "tab\there", "ünï", "~ !#"} {
-		got := sfString(s)
-		it, err := httpsfv.UnmarshalItem([]string{got})
-		if err != nil {
-			t.Errorf("sfString(%q) = %s: %v", s, got, err)
-			continue
-		}
-		want := strings.Map(func(r rune) rune {
-			if r < 0x20 || r > 0x7e {
-				return '_'
-			}
-			return r
-		}, s)
-		if v, _ := it.Value.(string); len(s) == len([]rune(s)) && v != want {
-			t.Errorf("sfString(%q) = %s, parsed back as %q", s, got, v)
-		}
-	}
-}
-
 func TestDenialBodyByAccept(t *testing.T) {
 	l, _ := newLimiter(t, "fixed-window 1/1m", floodgate.WithName("api"))
 	srv := server(t, New(l).Handler(ok))
