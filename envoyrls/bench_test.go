@@ -28,8 +28,8 @@ descriptors:
 
 // benchShouldRateLimit decides requests of the descriptors made by descs
 // from a per-goroutine counter, on the real clock and the memory store.
-func benchShouldRateLimit(b *testing.B, keys int, descs func(i int) *rlsv3.RateLimitRequest) {
-	s := NewService(mustParse(b, benchConfig), memstore.New(0))
+func benchShouldRateLimit(b *testing.B, keys int, descs func(i int) *rlsv3.RateLimitRequest, opts ...Option) {
+	s := NewService(mustParse(b, benchConfig), memstore.New(0), opts...)
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -52,6 +52,11 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	b.Run("one descriptor", func(b *testing.B) {
 		benchShouldRateLimit(b, len(addrs), func(i int) *rlsv3.RateLimitRequest { return addrs[i] })
 	})
+	for _, h := range []Headers{RateLimitHeaders, UpstreamHeaders} {
+		b.Run("one descriptor, headers "+h.String(), func(b *testing.B) {
+			benchShouldRateLimit(b, len(addrs), func(i int) *rlsv3.RateLimitRequest { return addrs[i] }, WithResponseHeaders(h))
+		})
+	}
 	three := make([]*rlsv3.RateLimitRequest, len(addrs))
 	for i := range three {
 		three[i] = request("edge", addrs[i].Descriptors[0], descriptor("tenant", "acme", "path", "/api/"+strconv.Itoa(i%100)),

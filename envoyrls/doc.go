@@ -108,9 +108,13 @@
 //     files with one domain are an error, as by default upstream (its
 //     MERGE_DOMAIN_CONFIG setting has no equivalent); a month is always
 //     30 days (upstream's default; it has a setting for calendar months).
-//   - Upstream's statistics, response headers, local cache and quota
-//     mode are not here: the serving process adds what it needs, with
-//     Stats and WithObserver.
+//   - Upstream's statistics, local cache and quota mode are not here:
+//     the serving process adds what it needs, with Stats and
+//     WithObserver.
+//   - Response headers (WithResponseHeaders) describe the descriptor
+//     upstream's describe, with the values of its status, so that they
+//     differ from upstream's only where the status does (a
+//     unit_multiplier's window, floodgate's algorithms).
 //
 // # Configuration files
 //
@@ -189,5 +193,9 @@
 // and, with JSONHandler, the HTTP one; its methods are safe for
 // concurrent use. Stats counts its answers, WithObserver reports each
 // descriptor's, and WithLogger logs store failures and configuration
-// changes.
+// changes. WithResponseHeaders asks Envoy to add rate-limit header fields
+// to the client's response (response_headers_to_add), as upstream's
+// LIMIT_RESPONSE_HEADERS_ENABLED does: upstream's RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset, the same as X-RateLimit-*, or
+// the IETF draft's RateLimit-Policy and RateLimit (see Headers).
 package envoyrls

@@ -14,6 +14,7 @@ type options struct {
 	clock    clock.Clock // nil: the real clock
 	log      *slog.Logger
 	shadow   bool
+	headers  Headers
 	observer func(context.Context, Outcome)
 }
 
@@ -56,3 +57,9 @@ func WithShadowMode(on bool) Option { return optionFunc(func(o *options) { o.sha
 func WithObserver(f func(context.Context, Outcome)) Option {
 	return optionFunc(func(o *options) { o.observer = f })
 }
+
+// WithResponseHeaders has the service ask Envoy to add rate-limit header
+// fields of form h to the responses to clients, as envoyproxy/ratelimit's
+// LIMIT_RESPONSE_HEADERS_ENABLED does (see Headers for the fields and the
+// descriptor they describe). The default is NoHeaders.
+func WithResponseHeaders(h Headers) Option { return optionFunc(func(o *options) { o.headers = h }) }

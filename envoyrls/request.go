@@ -213,6 +213,11 @@ func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now 
 			}
 		}
 	}
+	if s.opts.headers != NoHeaders {
+		if i := binding(resp.Statuses); i >= 0 {
+			resp.ResponseHeadersToAdd = s.opts.headers.responseHeaders(domainName, &ds[i], resp.Statuses[i])
+		}
+	}
 	return resp, nil
 }
 
