@@ -72,7 +72,7 @@ func (h *Headers) UnmarshalText(text []byte) error {
 
 // ErrInvalidHeaders is wrapped by the error of Headers.UnmarshalText for
 // a name it does not know.
-var ErrInvalidHeaders = errors.New("envoyrls: unknown response headers")
+var ErrInvalidHeaders = errors.New("envoyrls: unknown form of response headers")
 
 // binding returns the index of the status that upstream's response
 // headers describe (see Headers), or -1 when no status has a limit.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/envoyrls"
 )
 
 // The default addresses of the serve command: envoyproxy/ratelimit's
@@ -51,6 +52,9 @@ type Options struct {
 	EnvoyConfigDir string
 	// EnvoyShadowMode answers every Envoy request OK (envoyrls.WithShadowMode).
 	EnvoyShadowMode bool
+	// EnvoyResponseHeaders are the rate-limit header fields of Envoy's
+	// answers (envoyrls.WithResponseHeaders); the zero value, none.
+	EnvoyResponseHeaders envoyrls.Headers
 	// MaxMemoryBytes bounds the memory store's memory, ahead of the
 	// configuration's store.max_bytes; 0 means the configuration's.
 	MaxMemoryBytes int64

@@ -38,7 +38,8 @@ func (in *instance) buildEnvoy() error {
 		return fmt.Errorf("--envoy-config %s: %w", dir, err)
 	}
 	in.envoy = envoyrls.NewService(ec, in.store, envoyrls.WithClock(in.clk),
-		envoyrls.WithLogger(in.log.With("service", "envoy")), envoyrls.WithShadowMode(in.o.EnvoyShadowMode))
+		envoyrls.WithLogger(in.log.With("service", "envoy")), envoyrls.WithShadowMode(in.o.EnvoyShadowMode),
+		envoyrls.WithResponseHeaders(in.o.EnvoyResponseHeaders))
 	in.metrics.reg.MustRegister(envoyCollector{in.envoy})
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/floodgate/floodgate/envoyrls"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/server"
 	"github.com/floodgate/floodgate/storeurl"
@@ -125,6 +126,15 @@ as FLOODGATE_STORE; a flag given wins):
                         serves Envoy's rate-limit service (gRPC, POST /json)
   --envoy-shadow-mode   answer every Envoy request OK, counting what would
                         have been refused
+  --envoy-response-headers F
+                        rate-limit headers for Envoy to add to the client's
+                        response (response_headers_to_add), describing the
+                        descriptor envoyproxy/ratelimit's describe (the last
+                        over its limit, else the least remaining): none (the
+                        default); upstream: RateLimit-Limit, -Remaining and
+                        -Reset, as its LIMIT_RESPONSE_HEADERS_ENABLED;
+                        x-ratelimit: the same as X-RateLimit-*; ietf:
+                        RateLimit-Policy and RateLimit (IETF draft)
   --max-memory BYTES    the memory store's bound in bytes, all policies
                         together (default: the configuration's, else 256 MiB)
   --snapshot FILE       the memory store's snapshot (default: the
@@ -173,7 +183,8 @@ is refused (logged, counted) and the previous configuration keeps serving.
 var serveEnv = map[string]string{
 	"store": "FLOODGATE_STORE", "http": "FLOODGATE_HTTP", "grpc": "FLOODGATE_GRPC", "metrics": "FLOODGATE_METRICS",
 	"config": "FLOODGATE_CONFIG", "envoy-config": "FLOODGATE_ENVOY_CONFIG", "envoy-shadow-mode": "FLOODGATE_ENVOY_SHADOW_MODE",
-	"max-memory": "FLOODGATE_MAX_MEMORY", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
+	"envoy-response-headers": "FLOODGATE_ENVOY_RESPONSE_HEADERS",
+	"max-memory":             "FLOODGATE_MAX_MEMORY", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
 	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "pprof": "FLOODGATE_PPROF", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
 	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
 }
@@ -199,7 +210,8 @@ type serveOptions struct {
 	set             map[string]bool // the flags given, on the command line or in the environment
 	env             map[string]bool // those given in the environment
 
-	level slog.Level // --log-level, parsed
+	level        slog.Level       // --log-level, parsed
+	envoyHeaders envoyrls.Headers // --envoy-response-headers
 }
 
 // runServe is the serve command.
@@ -249,6 +261,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.StringVar(&o.envoyDir, "envoy-config", "", "")
 	fs.BoolVar(&o.envoyShadow, "envoy-shadow-mode", false, "")
+	fs.TextVar(&o.envoyHeaders, "envoy-response-headers", envoyrls.NoHeaders, "")
 	fs.Int64Var(&o.maxMemory, "max-memory", 0, "")
 	fs.StringVar(&o.snapshot, "snapshot", "", "")
 	fs.DurationVar(&o.snapshotEvery, "snapshot-interval", server.DefaultSnapshotInterval, "")
@@ -340,7 +353,7 @@ func (o *serveOptions) logger(w io.Writer) *slog.Logger {
 func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
 	so := server.Options{
 		Store: o.storeURL, HTTPAddr: o.httpAddr, GRPCAddr: o.grpcAddr, MetricsAddr: o.metricsAddr, Pprof: o.pprof,
-		ConfigFile: o.configFile, EnvoyConfigDir: o.envoyDir, EnvoyShadowMode: o.envoyShadow,
+		ConfigFile: o.configFile, EnvoyConfigDir: o.envoyDir, EnvoyShadowMode: o.envoyShadow, EnvoyResponseHeaders: o.envoyHeaders,
 		MaxMemoryBytes: o.maxMemory, SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
 		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
 	}
