@@ -88,11 +88,16 @@
 //     the given requests_per_unit and unit (times unit_multiplier).
 //   - A domain the configuration does not have is answered OK, every
 //     status OK with no limit.
-//   - An empty domain or no descriptor is an error (codes.InvalidArgument),
-//     as upstream's; see Service.ShouldRateLimit for the others.
+//   - An empty domain or no descriptor is an error, with upstream's
+//     message; see Service.ShouldRateLimit for the others.
 //
 // The differences, all at the edges:
 //
+//   - Errors have gRPC codes: an empty domain or no descriptor is
+//     codes.InvalidArgument, where upstream answers codes.Unknown (its
+//     errors have no code, and gRPC gives those Unknown). Envoy treats
+//     every error alike (its failure_mode_deny decides), and POST /json
+//     answers both with 400, as upstream's does.
 //   - A descriptor with hits_addend 0 on a window already past its limit
 //     gets OK with 0 remaining (upstream: OVER_LIMIT, its counter being
 //     past the limit; floodgate's stops at it).

@@ -30,6 +30,9 @@ import (
 //
 // Nothing is counted for a request refused as invalid; a store failure
 // may come after some descriptors were counted, as with upstream.
+// Upstream's errors have no code (gRPC sends them as codes.Unknown), so
+// that its answer to an empty domain or no descriptor is Unknown where
+// this one's is InvalidArgument, with the same message.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	resp, err := s.shouldRateLimit(ctx, req)
 	if err != nil {
