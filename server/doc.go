@@ -30,7 +30,8 @@
 // store by URL, wrapped in a failsafe.Store unless it is the
 // memory store; Envoy's rate-limit service (package envoyrls) over gRPC and
 // at POST /json, with envoyproxy/ratelimit's health checks (gRPC health
-// for "ratelimit", GET /healthcheck), which tell what /readyz tells; TLS on both APIs; reloads when a configuration file
+// for "ratelimit", GET /healthcheck), which tell what /readyz tells;
+// TLS on both APIs; reloads when a configuration file
 // changes or on a signal, where an invalid configuration is logged and the
 // previous one kept; the memory store's snapshot, restored at start,
 // written every interval and at shutdown, so that a restart loses nothing;

@@ -18,8 +18,9 @@ import (
 
 // Redis stopped (SIGSTOP) under a running serve: gRPC health for
 // "ratelimit" turns NOT_SERVING and /healthcheck 500, each answering
-// within the readiness probe's second (before, "" stayed SERVING and
-// "ratelimit" was NotFound whatever the store did); once Redis goes on
+// within the readiness probe's second (before, "ratelimit" was NotFound
+// whatever the store did), while "" (the process) stays SERVING, as
+// upstream's; once Redis goes on
 // (SIGCONT), both say healthy again within a second, and no goroutine is
 // left behind.
 func TestChaosHealthStalledRedis(t *testing.T) {
@@ -63,6 +64,11 @@ func TestChaosHealthStalledRedis(t *testing.T) {
 	}
 	if took > 3*readyTimeout { // two probes of at most readyTimeout each
 		t.Errorf("Redis stopped: health answered in %v, want at most %v", took, 3*readyTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if st, err := healthOf(ctx, hc, ""); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("Redis stopped: Check(\"\") = %v %v, want SERVING: the process serves", st, err)
 	}
 	srv.Resume()
 	resumed := time.Now()

@@ -96,7 +96,8 @@ func healthOf(ctx context.Context, hc healthpb.HealthClient, service string) (he
 
 // gRPC health reports SERVING for "", "ratelimit" (envoyproxy/ratelimit's
 // name) and the service's full name, without a token; NotFound for other
-// names; NOT_SERVING when the Server is not ready.
+// names; NOT_SERVING for all three while shutting down, and for all but
+// "" (the process, a liveness probe's) when the store fails.
 func TestGRPCHealth(t *testing.T) {
 	ts := newTestServer(t, "", WithToken("s3cret"))
 	hc, _ := serveHealth(t, ts.Server)
@@ -124,8 +125,14 @@ func TestGRPCHealth(t *testing.T) {
 
 	down := newTestServerOn(t, newFailsafe(brokenStore{}, failsafe.Options{Clock: clock.NewFake(t0)}), "")
 	dhc, _ := serveHealth(t, down.Server)
-	if st, err := healthOf(ctx, dhc, "ratelimit"); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Errorf("Check(\"ratelimit\") on a failing store = %v %v, want NOT_SERVING", st, err)
+	for name, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
+		"":          healthpb.HealthCheckResponse_SERVING,
+		"ratelimit": healthpb.HealthCheckResponse_NOT_SERVING,
+		"envoy.service.ratelimit.v3.RateLimitService": healthpb.HealthCheckResponse_NOT_SERVING,
+	} {
+		if st, err := healthOf(ctx, dhc, name); err != nil || st != want {
+			t.Errorf("Check(%q) on a failing store = %v %v, want %v", name, st, err, want)
+		}
 	}
 }
 

@@ -34,8 +34,8 @@ type Options struct {
 	HTTPAddr string
 	// GRPCAddr is the address of Envoy's rate-limit service over gRPC,
 	// served only with EnvoyConfigDir, beside gRPC's health service
-	// (names "", "ratelimit" and the service's, SERVING when Server.Ready);
-	// "" means DefaultGRPCAddr.
+	// ("ratelimit" and the service's name SERVING when Server.Ready, ""
+	// until shutdown); "" means DefaultGRPCAddr.
 	GRPCAddr string
 	// MetricsAddr is the address of the operations endpoints
 	// (OpsHandler): /metrics, /healthz, /readyz and, with Pprof,

@@ -114,9 +114,10 @@ as FLOODGATE_STORE; a flag given wins):
                         a free port)
   --grpc ADDR           Envoy's rate-limit service, served only with
                         --envoy-config (default 127.0.0.1:8081), and gRPC
-                        health (grpc.health.v1, no token) for "",
-                        "ratelimit" and the service's name: SERVING when the
-                        store answers a peek (as /readyz), else NOT_SERVING
+                        health (grpc.health.v1, no token): "ratelimit" and
+                        the service's name SERVING when the store answers a
+                        peek (as /readyz), else NOT_SERVING; "" SERVING
+                        until shutdown (as /healthz), as upstream's
   --metrics ADDR        metrics, health and pprof (default 127.0.0.1:6070;
                         off for none)
   --pprof               serve the Go profiler on --metrics (default off)
