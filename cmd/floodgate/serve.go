@@ -75,8 +75,10 @@ HTTP API (JSON bodies; times in seconds, with up to 9 decimals):
           "policy":"token-bucket 100/1m burst=20","algorithm":"token-bucket",
           "limit":100,"period":60,"burst":20}]}
   POST /json      Envoy's rate-limit request in JSON (with --envoy-config)
-  GET /healthcheck  envoyproxy/ratelimit's: 200 "OK" when the store answers
-                  a peek (as /readyz), else 500 with no body; no token
+  GET  /healthcheck
+                  envoyproxy/ratelimit's health check: 200 "OK" when the
+                  store answers a peek (as /readyz), else 500 with no
+                  body; any method, no token
 
   A refusal is a 200 with "allowed":false. Errors are {"error":"..."}:
   400 for a malformed body (JSON in UTF-8, each field once, in lower
