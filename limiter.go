@@ -41,6 +41,7 @@ type Limiter struct {
 	dryRun   bool
 	maxWait  time.Duration
 	maxQueue int
+	obs      Observer // nil: none
 
 	dryRunDenied, errs atomic.Uint64
 
@@ -71,7 +72,7 @@ func NewLimiter(p algo.Policy, opts ...Option) (*Limiter, error) {
 		return nil, fmt.Errorf("floodgate: limiter %q: %w", c.name, err)
 	}
 	l := &Limiter{policy: p, name: c.name, store: c.store, table: t, clock: c.clock, dryRun: c.dryRun,
-		maxWait: c.maxWait, maxQueue: c.maxQueue, queues: make(map[string]*waitQueue)}
+		maxWait: c.maxWait, maxQueue: c.maxQueue, obs: c.observer, queues: make(map[string]*waitQueue)}
 	l.coarse, _ = c.clock.(*clock.Coarse)
 	return l, nil
 }
@@ -123,7 +124,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 	if !ad.Allowed || err != nil {
 		return l.denial(ad, err)
 	}
-	return l.admitted(ad), nil
+	return l.observed(l.admitted(ad), nil)
 }
 
 // AllowN decides whether key may spend n units now, and spends them if so.
@@ -165,7 +166,7 @@ func (l *Limiter) decide(ctx context.Context, key string, now, n int64) (Decisio
 // dry-run mode applied and dry-run denials and errors counted.
 func (l *Limiter) decision(ad algo.Decision, err error) (Decision, error) {
 	if ad.Allowed && err == nil {
-		return l.admitted(ad), nil
+		return l.observed(l.admitted(ad), nil)
 	}
 	return l.denial(ad, err)
 }
@@ -185,7 +186,22 @@ func (l *Limiter) report(ad algo.Decision) Decision {
 }
 
 // denial is decision for a denial or an error.
-func (l *Limiter) denial(ad algo.Decision, err error) (d Decision, _ error) {
+func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
+	return l.observed(l.judge(ad, err))
+}
+
+// observed tells the limiter's Observer, if any, of d and err, and
+// returns them.
+func (l *Limiter) observed(d Decision, err error) (Decision, error) {
+	if l.obs != nil {
+		l.obs.Observe(d, err)
+	}
+	return d, err
+}
+
+// judge is denial, unobserved: dry-run mode applied, dry-run denials
+// and errors counted.
+func (l *Limiter) judge(ad algo.Decision, err error) (d Decision, _ error) {
 	d = l.report(ad)
 	switch {
 	case d.Allowed: // admitted, with an error: not from a conforming store

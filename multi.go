@@ -74,6 +74,13 @@ type MultiDecision struct {
 // failsafe store failing closed), RetryAfter and Denied carry that wait
 // and the check it came from.
 func AllowAll(ctx context.Context, checks ...Check) (MultiDecision, error) {
+	md, err := allowAll(ctx, checks)
+	observeAll(checks, &md, err)
+	return md, err
+}
+
+// allowAll is AllowAll, unobserved.
+func allowAll(ctx context.Context, checks []Check) (MultiDecision, error) {
 	// md.Allowed is set only once every limit has admitted, so that no
 	// error return can carry an admission.
 	md := MultiDecision{Denied: -1, Decisions: make([]Decision, len(checks))}

@@ -18,6 +18,7 @@ type config struct {
 	dryRun   bool
 	maxWait  time.Duration
 	maxQueue int
+	observer Observer
 }
 
 type optionFunc func(*config)

@@ -40,9 +40,16 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		return err
 	}
 	if l.dryRun {
-		_, err := l.AllowN(ctx, key, n)
+		_, err := l.AllowN(ctx, key, n) // observed there
 		return err
 	}
+	err := l.waitN(ctx, key, n)
+	l.observeWait(ctx, err)
+	return err
+}
+
+// waitN is WaitN out of dry-run mode, unobserved.
+func (l *Limiter) waitN(ctx context.Context, key string, n int64) error {
 	q, err := l.join(key)
 	if err != nil {
 		return err
