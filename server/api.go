@@ -188,7 +188,6 @@ func (s *Server) checkOne(w http.ResponseWriter, ctx context.Context, c resolved
 		s.decisionFailed(w, c.label, d.RetryAfter, err)
 		return
 	}
-	s.count(c.label, d.Allowed)
 	b := make([]byte, 0, 96)
 	b = appendDecision(b, d)
 	writeJSON(w, http.StatusOK, append(b, '\n'))
@@ -209,9 +208,6 @@ func (s *Server) checkAll(w http.ResponseWriter, ctx context.Context, cs []resol
 		s.decisionFailed(w, label, md.RetryAfter, err)
 		return
 	}
-	for _, c := range cs {
-		s.count(c.label, md.Allowed)
-	}
 	writeJSON(w, http.StatusOK, appendBatch(nil, md.Allowed, md.RetryAfter, md.Denied, md.Decisions))
 }
 
@@ -231,7 +227,6 @@ func (s *Server) checkEach(w http.ResponseWriter, ctx context.Context, cs []reso
 		}
 	}
 	for i, d := range ds {
-		s.count(cs[i].label, d.Allowed)
 		if !d.Allowed {
 			allowed = false
 			if denied < 0 || d.RetryAfter > retry {
@@ -242,24 +237,14 @@ func (s *Server) checkEach(w http.ResponseWriter, ctx context.Context, cs []reso
 	writeJSON(w, http.StatusOK, appendBatch(nil, allowed, retry, denied, ds))
 }
 
-func (s *Server) count(label string, allowed bool) {
-	result := "denied"
-	if allowed {
-		result = "allowed"
-	}
-	s.metrics.decisions.WithLabelValues(label, result).Inc()
-}
-
 // decisionFailed answers a decision that failed: 400 for a key the store
 // refuses, 503 for a failing store (with Retry-After when the failsafe
 // store says when it will try again).
 func (s *Server) decisionFailed(w http.ResponseWriter, label string, retry time.Duration, err error) {
-	s.metrics.decisions.WithLabelValues(label, "error").Inc()
 	if errors.Is(err, store.ErrInvalidKey) || errors.Is(err, algo.ErrCostExceedsBurst) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.metrics.storeErrors.WithLabelValues(label).Inc()
 	s.log.Debug("a decision failed", "policy", label, "err", err)
 	secs := int64(1)
 	if retry > 0 && retry != algo.Never {
@@ -358,7 +343,7 @@ func (s *Server) inlineLimiter(text string, l *live) (*floodgate.Limiter, badReq
 			return nil, badRequest(fmt.Sprintf("this server already serves %d distinct inline policies, its limit: give policy, a configured policy's name", len(s.inline)))
 		}
 		var err error
-		if lim, err = floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithClock(s.clock)); err != nil {
+		if lim, err = floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithClock(s.clock), floodgate.WithObserver(s.metrics.limits.Observer("inline"))); err != nil {
 			return nil, badRequest(fmt.Sprintf("policy_text: %v", err))
 		}
 		s.inline[canonical] = lim

@@ -113,7 +113,9 @@ func New(st store.Store, cfg *Config, opts ...Option) (*Server, error) {
 	if err := s.SetConfig(cfg); err != nil {
 		return nil, err
 	}
-	s.metrics.registerStore(st, s.local)
+	if err := s.metrics.registerStore(st, s.local); err != nil {
+		return nil, fmt.Errorf("server: the store's metrics: %w", err)
+	}
 	s.ready.Store(true)
 	return s, nil
 }
@@ -148,7 +150,8 @@ func (s *Server) SetConfig(cfg *Config) error {
 	l := &live{cfg: cfg, policies: nps, limiters: make(map[string]*floodgate.Limiter, len(nps)),
 		limits: cfg.limits(), tokens: tokens, tls: st}
 	for _, np := range nps {
-		lim, err := floodgate.NewLimiter(np.policy, floodgate.WithStore(s.store), floodgate.WithClock(s.clock), floodgate.WithName(np.name))
+		lim, err := floodgate.NewLimiter(np.policy, floodgate.WithStore(s.store), floodgate.WithClock(s.clock), floodgate.WithName(np.name),
+			floodgate.WithObserver(s.metrics.limits.Observer(np.name)))
 		if err != nil {
 			return fmt.Errorf("%w: policy %q: %w", ErrInvalidConfig, np.name, err)
 		}
