@@ -121,10 +121,13 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 	// hottest path saves a call and a copy of the Decision (the README
 	// has the figures).
 	ad, err := l.table.Decide(ctx, key, l.now(), 1)
+	if l.obs != nil {
+		return l.observed(ad, err)
+	}
 	if !ad.Allowed || err != nil {
 		return l.denial(ad, err)
 	}
-	return l.observed(l.admitted(ad), nil)
+	return l.admitted(ad), nil
 }
 
 // AllowN decides whether key may spend n units now, and spends them if so.
@@ -165,10 +168,28 @@ func (l *Limiter) decide(ctx context.Context, key string, now, n int64) (Decisio
 // decision turns a store's decision and error into the limiter's, with
 // dry-run mode applied and dry-run denials and errors counted.
 func (l *Limiter) decision(ad algo.Decision, err error) (Decision, error) {
+	if l.obs != nil {
+		return l.observed(ad, err)
+	}
 	if ad.Allowed && err == nil {
-		return l.observed(l.admitted(ad), nil)
+		return l.admitted(ad), nil
 	}
 	return l.denial(ad, err)
+}
+
+// observed is decision for a limiter with an Observer, which it tells. It
+// is apart, and out of line, so that the paths without one stay as short
+// as before (the README has the figures).
+//
+//go:noinline
+func (l *Limiter) observed(ad algo.Decision, err error) (d Decision, _ error) {
+	if ad.Allowed && err == nil {
+		d = l.admitted(ad)
+	} else {
+		d, err = l.denial(ad, err)
+	}
+	l.obs.Observe(d, err)
+	return d, err
 }
 
 // admitted is report for an admission, whose RetryAfter is always 0: the
@@ -186,22 +207,7 @@ func (l *Limiter) report(ad algo.Decision) Decision {
 }
 
 // denial is decision for a denial or an error.
-func (l *Limiter) denial(ad algo.Decision, err error) (Decision, error) {
-	return l.observed(l.judge(ad, err))
-}
-
-// observed tells the limiter's Observer, if any, of d and err, and
-// returns them.
-func (l *Limiter) observed(d Decision, err error) (Decision, error) {
-	if l.obs != nil {
-		l.obs.Observe(d, err)
-	}
-	return d, err
-}
-
-// judge is denial, unobserved: dry-run mode applied, dry-run denials
-// and errors counted.
-func (l *Limiter) judge(ad algo.Decision, err error) (d Decision, _ error) {
+func (l *Limiter) denial(ad algo.Decision, err error) (d Decision, _ error) {
 	d = l.report(ad)
 	switch {
 	case d.Allowed: // admitted, with an error: not from a conforming store
