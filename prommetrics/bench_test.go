@@ -49,3 +49,23 @@ func BenchmarkAllowOneKey(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkObserve is the cost of counting one admission, alone.
+func BenchmarkObserve(b *testing.B) {
+	o := prommetrics.New().Observer("bench")
+	d, _ := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 10/1s"))).Allow(ctx, "k")
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o.Observe(d, nil)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				o.Observe(d, nil)
+			}
+		})
+	})
+}
