@@ -161,7 +161,8 @@ func TestAddStoreErrors(t *testing.T) {
 	if err := m.AddStore("main", memstore.New(0)); !errors.Is(err, prommetrics.ErrInvalidName) {
 		t.Errorf("a name twice: %v", err)
 	}
-	if m.Observer("api") != m.Observer("api") {
+	first, again := m.Observer("api"), m.Observer("api")
+	if first != again {
 		t.Error("two Observers for one label")
 	}
 }
