@@ -18,7 +18,8 @@ import (
 // the store's. In AllowAll, where one limit's denial or failure admits
 // nothing, each limiter observes the request's outcome: d.Allowed is
 // true only if the whole request was admitted, and err is the request's
-// error. A Wait is observed when it returns, admitted (d.Allowed, and no
+// error; a limiter in dry-run mode is decided, and observes its own
+// decision, only when the others admitted. A Wait is observed when it returns, admitted (d.Allowed, and no
 // more of d) or with its error (ErrWaitTooLong and ErrQueueFull are
 // refusals); one that ends because its context did is not observed.
 // Peeks (a cost of 0) are observed like any decision; Reset is not.
