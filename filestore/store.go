@@ -292,7 +292,8 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 
 // ApplyEach implements store.Store: each op is a call of its own, carried
 // out as if alone, and the calls go to the file together: in one
-// transaction when it is free.
+// transaction when it is free. The file is one partition: a failure of
+// it fails the whole call, never some ops apart (store.ErrPartialFailure).
 func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err

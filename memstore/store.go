@@ -262,7 +262,9 @@ func (t *table) renew() {
 }
 
 // ApplyEach implements store.Store: it carries out the ops one after
-// another, each an Apply of its own.
+// another, each an Apply of its own. Its one partition never fails apart
+// (store.ErrPartialFailure): it stops at the first op whose Apply fails,
+// for a context that ended.
 func (m *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	for i := range ops {
 		if err := m.Apply(ctx, ops[i:i+1]); err != nil {

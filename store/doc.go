@@ -37,6 +37,12 @@
 // nothing; a denial is not an error. A key's state may be dropped once it
 // has drained (algo.Policy.ResetAt), which changes no decision.
 //
+// A store whose keys are spread over partitions that fail apart
+// (Partitioned) carries out an ApplyEach's ops in the partitions that
+// work even while another fails, and reports the ops it failed on, each
+// in its Result, with an error wrapping ErrPartialFailure; an Apply, all
+// or nothing, fails as a whole.
+//
 // A call returns when its context ends, with the context's error, even
 // while its ops are on their way; they may then still take effect (Apply
 // says how). Once a call has returned, the store reads and writes its ops

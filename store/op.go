@@ -60,9 +60,17 @@ type Result struct {
 	// N > 0 spent, for an OpRefund to give them back.
 	Stamp algo.Stamp
 	// Err is a denial's reason, such as algo.ErrCostExceedsBurst; nil for
-	// an admission and a plain denial.
+	// an admission and a plain denial. After an ApplyEach whose error
+	// wraps ErrPartialFailure, it is the failure of an op that the store
+	// failed on, wrapping ErrPartialFailure (see Failed).
 	Err error
 }
+
+// Failed reports whether r is that of an op that ApplyEach failed on
+// while carrying out others (Err wraps ErrPartialFailure): its outcome is
+// unknown, and the rest of r is what the store answered in its place (a
+// failsafe.Store failing closed denies it, say).
+func (r *Result) Failed() bool { return r.Err != nil && errors.Is(r.Err, ErrPartialFailure) }
 
 // Carry carries out op on s, the state of op's key under p, as every
 // Store's Apply does for each of its ops, once they have passed Check: it

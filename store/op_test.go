@@ -98,3 +98,22 @@ func ExampleCheck() {
 	// op 0 on "alice": negative cost: -3
 	// true
 }
+
+// Failed tells an op that ApplyEach failed on, apart from the others, from
+// a denial with a reason and from an admission.
+func TestResultFailed(t *testing.T) {
+	down := errors.New("master down")
+	for _, c := range []struct {
+		name string
+		r    store.Result
+		want bool
+	}{
+		{"admitted", store.Result{Decision: algo.Decision{Allowed: true}}, false},
+		{"denied above the burst", store.Result{Err: algo.ErrCostExceedsBurst}, false},
+		{"failed apart", store.Result{Err: fmt.Errorf("%w: %w", store.ErrPartialFailure, down)}, true},
+	} {
+		if got := c.r.Failed(); got != c.want {
+			t.Errorf("%s: Failed() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -44,8 +44,14 @@ type Store interface {
 	//
 	// Bad input fails the whole call before anything is done, as in
 	// Apply. Any other error (a broken store, a context that ended) leaves
-	// the ops' outcomes unknown: some may have taken effect. Once
-	// ApplyEach returns, the store touches ops no more.
+	// the ops' outcomes unknown: some may have taken effect; unless it
+	// wraps ErrPartialFailure, which says that the store failed on some
+	// ops only (those in a partition that failed, for a Partitioned
+	// store): the outcome of each op whose Result.Failed is unknown, and
+	// every other op was carried out, its Result set. A caller that does
+	// not look at the ops' Results when ApplyEach fails takes every op for
+	// failed, which was true of some. Once ApplyEach returns, the store
+	// touches ops no more.
 	ApplyEach(ctx context.Context, ops []Op) error
 }
 
