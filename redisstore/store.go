@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,6 +154,12 @@ func (s *Store) checkAll(ctx context.Context, ops []store.Op) error {
 // refund or reset in a slot whose script succeeded is not undone. Keys
 // that share a hash tag ("{user:42}:upload" and "{user:42}:api") are in
 // one slot.
+//
+// Each slot's script goes through the calls of the slot's master, so an
+// Apply whose ops span masters waits for them all, within the store's
+// timeout and ctx: when one master is down or stalls, the Apply fails as
+// a whole, with that master's error (never store.ErrPartialFailure),
+// and the units the other masters admitted are refunded as for a denial.
 func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
@@ -167,10 +174,17 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 // ApplyEach implements store.Store: the ops, each decided as if alone,
 // go to Redis in calls of up to WithMaxBatch ops of one hash slot, each
 // call in a script call with whatever other calls go to Redis at that
-// moment (on a Redis Cluster, the calls of several slots at once, in one
-// pipeline). A slot's calls go one after another, so that each op sees
-// the effects of the earlier ones on its key. Like every call, it is
-// bounded by the store's timeout and ctx.
+// moment. A slot's calls go one after another, so that each op sees the
+// effects of the earlier ones on its key. Like every call, it is bounded
+// by the store's timeout and ctx.
+//
+// On a Redis Cluster, each master's share of the ops goes through that
+// master's own calls (its slots' calls together, in one pipeline), the
+// masters at once, so that a master that is down or stalls holds up and
+// fails only its own share: when some ops fail and others do not,
+// ApplyEach returns an error wrapping store.ErrPartialFailure, each
+// failed op's Result says so (store.Result.Failed), and the others have
+// their decisions.
 func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
@@ -190,49 +204,114 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	}
 	bounded, cancel := s.bound(ctx)
 	defer cancel()
-	return s.applyEachInRounds(ctx, bounded, ops, order, own)
+	shares := s.shares(own)
+	if len(shares) == 1 {
+		s.applyEachInRounds(ctx, bounded, own, &shares[0])
+	} else {
+		var wg sync.WaitGroup
+		for i := range shares[1:] {
+			wg.Go(func() { s.applyEachInRounds(ctx, bounded, own, &shares[1+i]) })
+		}
+		s.applyEachInRounds(ctx, bounded, own, &shares[0])
+		wg.Wait()
+	}
+	return eachResults(ops, order, own, shares)
 }
 
-// applyEachInRounds carries out own, ops in the order order gives, its
-// ops grouped by slot, in rounds: in each, a call of up to WithMaxBatch
-// ops of each slot, all at once. It copies a round's results to ops once
-// the round is done.
-func (s *Store) applyEachInRounds(ctx, bounded context.Context, ops []store.Op, order []int, own []store.Op) error {
-	var slots [][2]int // each slot's ops, own[lo:hi]
+// share is the ops of an ApplyEach that go through one batcher (on a
+// Cluster, to one master), by slot, and how far they got.
+type share struct {
+	b     *batch.Batcher[work]
+	slots [][2]int // each slot's ops, own[lo:hi]
+	// done is how many ops of each slot were carried out, before err (nil
+	// when all were) stopped the share.
+	done int
+	err  error
+}
+
+// shares returns the ops of own, sorted by slot, by batcher (batcherOf),
+// in the order of their first slots.
+func (s *Store) shares(own []store.Op) []share {
+	var shs []share
 	for lo := 0; lo < len(own); {
 		hi := lo + 1
 		for hi < len(own) && s.slotOf(&own[hi]) == s.slotOf(&own[lo]) {
 			hi++
 		}
-		slots = append(slots, [2]int{lo, hi})
+		b := s.batcherOf(&own[lo])
+		i := slices.IndexFunc(shs, func(sh share) bool { return sh.b == b })
+		if i < 0 {
+			i = len(shs)
+			shs = append(shs, share{b: b})
+		}
+		shs[i].slots = append(shs[i].slots, [2]int{lo, hi})
 		lo = hi
 	}
+	return shs
+}
+
+// applyEachInRounds carries out sh's ops of own in rounds: in each, a
+// call of up to WithMaxBatch ops of each of its slots, all at once. It
+// stops at the first round that fails, setting sh.err.
+func (s *Store) applyEachInRounds(ctx, bounded context.Context, own []store.Op, sh *share) {
 	var calls []*call
-	for done := 0; ; done += s.cfg.maxBatch {
+	for ; ; sh.done += s.cfg.maxBatch {
 		calls = calls[:0]
-		for _, sl := range slots {
-			if lo := sl[0] + done; lo < sl[1] {
+		for _, sl := range sh.slots {
+			if lo := sl[0] + sh.done; lo < sl[1] {
 				chunk := own[lo:min(lo+s.cfg.maxBatch, sl[1])]
 				calls = append(calls, &call{Work: work{ops: chunk, slot: s.slotOf(&chunk[0]), each: true}})
 			}
 		}
 		if len(calls) == 0 {
-			return nil
+			return
 		}
-		if err := s.batcher.DoAll(bounded, calls); err != nil {
-			return s.batchErr(ctx, err) // the calls are no longer ours
-		}
-		for _, sl := range slots {
-			for k := sl[0] + done; k < min(sl[0]+done+s.cfg.maxBatch, sl[1]); k++ {
-				ops[order[k]].Result = own[k].Result
-			}
+		if err := sh.b.DoAll(bounded, calls); err != nil {
+			sh.err = s.batchErr(ctx, err) // the calls are no longer ours
+			return
 		}
 		for _, c := range calls {
 			if c.Err != nil {
-				return s.doneErr(ctx, bounded, c.Err)
+				sh.err = s.doneErr(ctx, bounded, c.Err)
+				return
 			}
 		}
 	}
+}
+
+// eachResults copies the results of own, the ops of ops in the order
+// order gives, carried out by shares, to ops, and returns ApplyEach's
+// error: the first share's error when every op failed, and one wrapping
+// store.ErrPartialFailure when some did. An op of a round that failed
+// counts as failed, even if its own call succeeded.
+func eachResults(ops []store.Op, order []int, own []store.Op, shares []share) error {
+	var first error
+	failed := 0
+	for i := range shares {
+		sh := &shares[i]
+		var opErr error
+		if sh.err != nil {
+			first = cmp.Or(first, sh.err)
+			opErr = fmt.Errorf("%w: %w", store.ErrPartialFailure, sh.err)
+		}
+		for _, sl := range sh.slots {
+			for k := sl[0]; k < sl[1]; k++ {
+				if sh.err == nil || k < sl[0]+sh.done {
+					ops[order[k]].Result = own[k].Result
+					continue
+				}
+				ops[order[k]].Result = store.Result{Err: opErr}
+				failed++
+			}
+		}
+	}
+	switch failed {
+	case 0:
+		return nil
+	case len(ops):
+		return first
+	}
+	return fmt.Errorf("redisstore: %w: %d of %d ops failed: %w", store.ErrPartialFailure, failed, len(ops), first)
 }
 
 // group is the ops of one Apply in one hash slot, in their order.
