@@ -183,7 +183,7 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 // masters at once, so that a master that is down or stalls holds up and
 // fails only its own share: when some ops fail and others do not,
 // ApplyEach returns an error wrapping store.ErrPartialFailure, each
-// failed op's Result says so (store.Result.Failed), and the others have
+// failed op's Result says so (store.Result.Failure), and the others have
 // their decisions.
 func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
@@ -292,7 +292,7 @@ func eachResults(ops []store.Op, order []int, own []store.Op, shares []share) er
 		var opErr error
 		if sh.err != nil {
 			first = cmp.Or(first, sh.err)
-			opErr = fmt.Errorf("%w: %w", store.ErrPartialFailure, sh.err)
+			opErr = store.PartialFailure(sh.err)
 		}
 		for _, sl := range sh.slots {
 			for k := sl[0]; k < sl[1]; k++ {

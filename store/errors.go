@@ -17,7 +17,8 @@ var (
 	// ErrPartialFailure is returned by ApplyEach, wrapped, when the store
 	// failed on some of the ops but not on the others (a Redis Cluster
 	// with one master down): each op it failed on has a Result.Err
-	// wrapping ErrPartialFailure and the failure (Result.Failed), and
+	// wrapping ErrPartialFailure and the failure (PartialFailure,
+	// Result.Failure), and
 	// every other op has its Result as if the call had succeeded.
 	ErrPartialFailure = errors.New("partial failure")
 )

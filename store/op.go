@@ -62,15 +62,36 @@ type Result struct {
 	// Err is a denial's reason, such as algo.ErrCostExceedsBurst; nil for
 	// an admission and a plain denial. After an ApplyEach whose error
 	// wraps ErrPartialFailure, it is the failure of an op that the store
-	// failed on, wrapping ErrPartialFailure (see Failed).
+	// failed on, wrapping ErrPartialFailure (see Failure).
 	Err error
 }
 
-// Failed reports whether r is that of an op that ApplyEach failed on
-// while carrying out others (Err wraps ErrPartialFailure): its outcome is
-// unknown, and the rest of r is what the store answered in its place (a
-// failsafe.Store failing closed denies it, say).
-func (r *Result) Failed() bool { return r.Err != nil && errors.Is(r.Err, ErrPartialFailure) }
+// Failure returns the failure of an op that ApplyEach failed on while
+// carrying out others (its Err wraps ErrPartialFailure), without
+// ErrPartialFailure when Err was made by PartialFailure; nil for any
+// other op. The op's outcome is unknown, and the rest of r is what the
+// store answered in its place (a failsafe.Store failing closed denies
+// it, say).
+func (r *Result) Failure() error {
+	if r.Err == nil || !errors.Is(r.Err, ErrPartialFailure) {
+		return nil
+	}
+	var pf *partialFailure
+	if errors.As(r.Err, &pf) {
+		return pf.err
+	}
+	return r.Err
+}
+
+// PartialFailure returns the Result.Err of an op that ApplyEach failed on
+// with err while carrying out others: an error wrapping ErrPartialFailure
+// and err, which Result.Failure gives back.
+func PartialFailure(err error) error { return &partialFailure{err} }
+
+type partialFailure struct{ err error }
+
+func (e *partialFailure) Error() string   { return ErrPartialFailure.Error() + ": " + e.err.Error() }
+func (e *partialFailure) Unwrap() []error { return []error{ErrPartialFailure, e.err} }
 
 // Carry carries out op on s, the state of op's key under p, as every
 // Store's Apply does for each of its ops, once they have passed Check: it

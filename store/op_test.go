@@ -99,21 +99,26 @@ func ExampleCheck() {
 	// true
 }
 
-// Failed tells an op that ApplyEach failed on, apart from the others, from
-// a denial with a reason and from an admission.
-func TestResultFailed(t *testing.T) {
+// Failure tells an op that ApplyEach failed on, apart from the others,
+// from a denial with a reason and from an admission, and gives its cause.
+func TestResultFailure(t *testing.T) {
 	down := errors.New("master down")
 	for _, c := range []struct {
 		name string
 		r    store.Result
-		want bool
+		want error
 	}{
-		{"admitted", store.Result{Decision: algo.Decision{Allowed: true}}, false},
-		{"denied above the burst", store.Result{Err: algo.ErrCostExceedsBurst}, false},
-		{"failed apart", store.Result{Err: fmt.Errorf("%w: %w", store.ErrPartialFailure, down)}, true},
+		{"admitted", store.Result{Decision: algo.Decision{Allowed: true}}, nil},
+		{"denied above the burst", store.Result{Err: algo.ErrCostExceedsBurst}, nil},
+		{"failed apart", store.Result{Err: store.PartialFailure(down)}, down},
+		{"failed apart, wrapped", store.Result{Err: fmt.Errorf("wrapped: %w", store.PartialFailure(down))}, down},
 	} {
-		if got := c.r.Failed(); got != c.want {
-			t.Errorf("%s: Failed() = %v, want %v", c.name, got, c.want)
+		if got := c.r.Failure(); got != c.want {
+			t.Errorf("%s: Failure() = %v, want %v", c.name, got, c.want)
 		}
+	}
+	err := store.PartialFailure(down)
+	if !errors.Is(err, store.ErrPartialFailure) || !errors.Is(err, down) || err.Error() != "partial failure: master down" {
+		t.Errorf("PartialFailure(down) = %q, want it to wrap both", err)
 	}
 }

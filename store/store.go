@@ -47,7 +47,7 @@ type Store interface {
 	// the ops' outcomes unknown: some may have taken effect; unless it
 	// wraps ErrPartialFailure, which says that the store failed on some
 	// ops only (those in a partition that failed, for a Partitioned
-	// store): the outcome of each op whose Result.Failed is unknown, and
+	// store): the outcome of each op with a Result.Failure is unknown, and
 	// every other op was carried out, its Result set. A caller that does
 	// not look at the ops' Results when ApplyEach fails takes every op for
 	// failed, which was true of some. Once ApplyEach returns, the store
