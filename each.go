@@ -2,6 +2,7 @@ package floodgate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,8 +20,10 @@ import (
 // It returns each check's decision, in the order of the checks, and errs,
 // nil when no check failed, else each check's error (nil for those that
 // did not fail): a store that fails fails all its checks, as their AllowN
-// would, and a cost above a limit's burst is a denial with an error
-// wrapping algo.ErrCostExceedsBurst.
+// would, but for a store that fails some only (a Redis Cluster with one
+// master down, store.ErrPartialFailure), whose other checks are decided;
+// and a cost above a limit's burst is a denial with an error wrapping
+// algo.ErrCostExceedsBurst.
 func AllowEach(ctx context.Context, checks ...Check) (ds []Decision, errs []error) {
 	return allowEach(ctx, checks, (*Limiter).now)
 }
@@ -73,10 +76,11 @@ func allowEach(ctx context.Context, checks []Check, now func(*Limiter) int64) (d
 	}
 	for _, g := range groups {
 		err := g.store.ApplyEach(ctx, g.ops)
+		partial := err != nil && errors.Is(err, store.ErrPartialFailure)
 		for j, op := range g.ops {
 			i := g.idx[j]
 			opErr := op.Result.Err
-			if err != nil {
+			if err != nil && !partial {
 				opErr = err
 			}
 			var d Decision

@@ -156,3 +156,34 @@ func newFailsafe(s store.Store, o failsafe.Options) *failsafe.Store {
 	}
 	return f
 }
+
+// halfDown is a store whose ApplyEach fails the ops on keys starting "b"
+// apart from the others (store.ErrPartialFailure), as a Redis Cluster
+// with one master down does: a memory store, but not Local.
+type halfDown struct{ store.Store }
+
+var errMasterDown = errors.New("master down")
+
+func (s halfDown) ApplyEach(ctx context.Context, ops []store.Op) error {
+	for i := range ops {
+		if ops[i].Key[0] == 'b' {
+			ops[i].Result = store.Result{Err: store.PartialFailure(errMasterDown)}
+		} else if err := s.Apply(ctx, ops[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", store.ErrPartialFailure, errMasterDown)
+}
+
+// TestAllowEachPartialFailure: a store that fails some checks apart from
+// the others fails those checks alone; the others have their decisions.
+func TestAllowEachPartialFailure(t *testing.T) {
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithStore(halfDown{memstore.New(0)})))
+	ds, errs := floodgate.AllowEach(ctx, floodgate.Check{Limiter: l, Key: "a"}, floodgate.Check{Limiter: l, Key: "b"}, floodgate.Check{Limiter: l, Key: "a"})
+	if errs == nil || errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], errMasterDown) {
+		t.Fatalf("errors %v, want the check on b alone failed", errs)
+	}
+	if !ds[0].Allowed || ds[1].Allowed || ds[2].Allowed {
+		t.Fatalf("decisions %+v, want a admitted once, by the store", ds)
+	}
+}
