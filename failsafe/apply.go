@@ -10,22 +10,11 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// Apply implements Store.
+// Apply implements Store: all or nothing, the batch goes to the store
+// while every partition it touches is up; it probes them when some are
+// down and due for a probe; else the mode decides it. A failure counts
+// against every partition of the batch.
 func (f *Store) Apply(ctx context.Context, ops []store.Op) error {
-	return f.apply(ctx, ops, false)
-}
-
-// ApplyEach implements store.Store: the ops, each as if alone, go to the
-// store's ApplyEach, or are decided by the mode while it is down, as
-// Apply's are.
-func (f *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
-	return f.apply(ctx, ops, true)
-}
-
-// apply carries out ops all or nothing, or each as if alone. The batch
-// goes to the store while every partition it touches is up; it probes
-// them when some are down and due for a probe; else the mode decides it.
-func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -38,7 +27,7 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 	bs := f.breakersOfOps(bsBuf[:0], ops)
 	gs, down := gens(gsBuf[:0], bs)
 	if down < 0 { // all up
-		failed, err := f.applyInner(ctx, ops, each)
+		failed, err := f.applyInner(ctx, ops)
 		if err == nil {
 			for _, b := range bs {
 				b.succeeded()
@@ -52,11 +41,11 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 		for i, b := range bs {
 			f.fail(b, gs[i], err, false)
 		}
-		return f.applyFallback(ctx, bs[0], ops, each)
+		return f.applyFallback(ctx, bs[0], ops, false)
 	}
 	if probing := f.acquireProbes(bs, probeable(ops)); probing != nil {
 		gs, _ = gens(gs[:0], bs)
-		failed, err := f.applyInner(ctx, ops, each)
+		failed, err := f.applyInner(ctx, ops)
 		if failed {
 			f.stats[countFailures].Add(1)
 		}
@@ -80,7 +69,7 @@ func (f *Store) apply(ctx context.Context, ops []store.Op, each bool) error {
 			return callerErr(ctx, err)
 		}
 	}
-	return f.applyFallback(ctx, bs[down], ops, each)
+	return f.applyFallback(ctx, bs[down], ops, false)
 }
 
 // breakersOfOps appends to bs the breakers of the partitions of ops, each
@@ -162,7 +151,7 @@ func probeable(ops []store.Op) bool {
 // applyInner runs ops on the store, within the Timeout, leaving out the
 // refunds of units the local store admitted, and reports whether an error
 // is a failure of the store.
-func (f *Store) applyInner(ctx context.Context, ops []store.Op, each bool) (failed bool, err error) {
+func (f *Store) applyInner(ctx context.Context, ops []store.Op) (failed bool, err error) {
 	inner := make([]store.Op, 0, len(ops))
 	idx := make([]int, 0, len(ops))
 	for i := range ops {
@@ -181,7 +170,7 @@ func (f *Store) applyInner(ctx context.Context, ops []store.Op, each bool) (fail
 	if cancel != nil {
 		defer cancel()
 	}
-	if err := applyOn(f.store, each)(c, inner); err != nil {
+	if err := f.store.Apply(c, inner); err != nil {
 		return isFailure(ctx, c, err), err
 	}
 	for j, i := range idx {

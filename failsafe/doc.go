@@ -45,10 +45,16 @@
 // store. The state of a partition is made the first time one of its keys
 // is decided: about a hundred bytes for each partition in use (a
 // Redis Cluster has 16384 slots), and a table of one pointer for each
-// partition. A batch (Apply, ApplyEach) is one call: it goes to the
-// store while all the partitions of its keys are up, it is decided by the
-// mode while any is down (but for a probe of them all), and its failure
-// counts against each of them, as the store does not say which failed.
+// partition. An Apply, all or nothing, is one call: it goes to the store
+// while all the partitions of its keys are up, it is decided by the mode
+// while any is down (but for a probe of them all), and its failure counts
+// against each of them, as the store does not say which failed. An
+// ApplyEach is split by partition: the ops of the partitions that are up
+// (or due for a probe) go to the store in one call, the others' are
+// decided by the mode; when the store fails on some ops only
+// (store.ErrPartialFailure, a Redis Cluster with one master down), only
+// their partitions count the failure and only those ops are decided by
+// the mode, while the others keep the store's decisions.
 //
 // # The modes
 //
@@ -92,7 +98,11 @@
 // admits each OpDecide and OpSchedule (an OpSchedule at its Now), and drops
 // refunds and resets; FailLocal runs the batch on the local store. ApplyEach
 // goes to the store's ApplyEach while it is up, and is decided op by op by
-// the mode while it is down.
+// the mode while it is down, partition by partition (above). When some of
+// its ops fail closed and others do not, ApplyEach returns an error
+// wrapping store.ErrPartialFailure, and each op that failed closed has a
+// Result.Err wrapping ErrUnavailable (store.Result.Failure); when all of
+// them fail closed, it returns ErrUnavailable's error, as Apply does.
 //
 // A refund goes to the store that admitted its units, if that store is the
 // one deciding at the time, and is dropped otherwise: units admitted by the

@@ -21,7 +21,9 @@ const (
 )
 
 // Stats counts what a Store did since it was made. A call
-// is one Table.Decide or one Store.Apply, however many ops it holds.
+// is one Table.Decide or one Store.Apply, however many ops it holds; the
+// ops of an ApplyEach that the mode decides count one call for each
+// partition they are in.
 type Stats struct {
 	// Down reports whether the store is failing now: one of its
 	// partitions at least.
