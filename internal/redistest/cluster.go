@@ -161,6 +161,21 @@ func (c *Cluster) Kill(i int) {
 	c.nodes[i].Kill()
 }
 
+// Pause stops node i (SIGSTOP) until Resume: the calls to its slots
+// stall, as on a host that freezes. Resume it within the node timeout
+// (2 s), or the others mark it failed. It panics on SharedCluster.
+func (c *Cluster) Pause(i int) {
+	c.mustOwn("Pause")
+	c.nodes[i].Pause()
+}
+
+// Resume resumes node i after Pause (SIGCONT). It panics on
+// SharedCluster.
+func (c *Cluster) Resume(i int) {
+	c.mustOwn("Resume")
+	c.nodes[i].Resume()
+}
+
 // Restart restarts node i on the same ports with its cluster configuration
 // kept, so it serves the same slots again, empty, and waits until every
 // node says the cluster is ok, which takes a few seconds after a Kill that
