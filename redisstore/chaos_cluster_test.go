@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,31 +45,54 @@ func clusterKeys(t *testing.T, c *redis.ClusterClient, cl *redistest.Cluster, s 
 	return healthy, dead
 }
 
-// clusterLoad is what a load on a cluster saw, key by key.
-type clusterLoad struct {
-	mu          sync.Mutex
-	admitted    map[string]int // by the store
-	modeAnswers map[string]int // failsafe.ErrUnavailable
-	modeAtOnce  map[string]int // of which, answered sooner than the Timeout: the store not called, or failing fast
-	otherErrs   map[string]int
-	maxLatency  time.Duration
-	firstBack   time.Time // the first call on a dead key decided by the store after the restart began
+// TestChaosClusterMasterDown: on a Redis Cluster of three masters, one is
+// killed (SIGKILL), or paused (SIGSTOP), under load for 1s, through a
+// failsafe.Store failing closed. The load is single-key calls (Allow) and
+// batches (AllowEachAt of 16 keys over every master, as an Envoy request
+// of many descriptors). Keys on the healthy masters keep being decided by
+// the store, exactly (each admitted its limit; no single-key call
+// answered by the mode but for one now and then that outlasts the Timeout
+// on a loaded machine; no op of a batch answered by the mode at all);
+// keys on the faulty master get the mode's answer within the budget;
+// once the master serves its keys again, they are back on the store
+// within 1s; no goroutine outlives the load. (Killed or paused for longer
+// than its node timeout, 2s, the master would be marked failed, and then
+// the cluster stops serving every slot until it is back, as Redis Cluster
+// does without replicas.)
+func TestChaosClusterMasterDown(t *testing.T) {
+	cl := redistest.NewCluster(t) // one for both faults: each ends with the cluster whole
+	for _, f := range []clusterFault{
+		{"kill", 2, (*redistest.Cluster).Kill, func(t *testing.T, cl *redistest.Cluster, victim int, key string) time.Time {
+			answered := make(chan time.Time, 1)
+			go waitAnswer(cl.Addrs()[victim], key, answered)
+			cl.Restart(t, victim)
+			return <-answered
+		}},
+		{"pause", 1, (*redistest.Cluster).Pause, func(_ *testing.T, cl *redistest.Cluster, victim int, _ string) time.Time {
+			cl.Resume(victim)
+			return time.Now()
+		}},
+	} {
+		t.Run(f.name, func(t *testing.T) { runClusterFault(t, cl, f) })
+	}
 }
 
-// TestChaosClusterMasterDown: on a Redis Cluster of three masters, one is
-// killed (SIGKILL) under load for 1s, through a failsafe.Store failing
-// closed. Keys on the healthy masters keep being decided by the store,
-// exactly (each admitted its limit, no call answered by the mode but for
-// one now and then that outlasts the Timeout on a loaded machine); keys
-// on the dead master get the mode's answer within the budget; once the
-// master serves its keys again, they are back on the store within 1s.
-// (Killed for longer than its node timeout, 2s, the master would be
-// marked failed, and then the cluster stops serving every slot until it
-// is back, as Redis Cluster does without replicas.)
-func TestChaosClusterMasterDown(t *testing.T) {
-	cl := redistest.NewCluster(t)
+// clusterFault is a real fault of a Cluster's master: start begins it,
+// end ends it and returns when the master serves key, one of its own,
+// again. The master keeps up to deadLimits limits of its keys' admissions
+// across it: 1 when it keeps its data, 2 when it restarts empty.
+type clusterFault struct {
+	name       string
+	deadLimits int
+	start      func(cl *redistest.Cluster, victim int)
+	end        func(t *testing.T, cl *redistest.Cluster, victim int, key string) time.Time
+}
+
+// runClusterFault runs TestChaosClusterMasterDown's load on cl through
+// fault f.
+func runClusterFault(t *testing.T, cl *redistest.Cluster, f clusterFault) {
 	c := cl.Client(t)
-	s := newStore(t, c, redisstore.WithPrefix("chaos:"))
+	s := newStore(t, c, redisstore.WithPrefix("chaos-"+f.name+":"))
 	// The default options but for the Timeout: on a loaded machine, with
 	// the race detector, a call to a healthy master now and then takes
 	// over 100ms, which would be a failure (decided by the mode) though no
@@ -79,79 +103,177 @@ func TestChaosClusterMasterDown(t *testing.T) {
 	p := algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1h", limit))
 	l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(fs), floodgate.WithName("api")))
 	const victim = 0
-	healthy, dead := clusterKeys(t, c, cl, s, p, victim, 8)
+	healthy, dead := clusterKeys(t, c, cl, s, p, victim, 16)
+	single, batch := newClusterLoad(healthy[:8], dead[:8]), newClusterLoad(healthy[8:], dead[8:])
+	// Every master served once (peeks, which spend nothing), so that the
+	// clients' goroutines are there before the count.
+	peeks := batch.checks(l)
+	for i := range peeks {
+		peeks[i].Peek = true
+	}
+	if _, errs := floodgate.AllowEachAt(ctx, time.Now(), peeks...); errs != nil {
+		t.Fatal(errs)
+	}
+	goroutines := runtime.NumGoroutine()
 
-	load := &clusterLoad{admitted: map[string]int{}, modeAnswers: map[string]int{}, modeAtOnce: map[string]int{}, otherErrs: map[string]int{}}
-	var restarted atomic.Bool
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {
-		wg.Go(func() {
-			for {
-				for _, key := range slices.Concat(healthy, dead) {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					cctx, cancel := context.WithTimeout(ctx, 4*timeout)
-					start := time.Now()
-					d, err := l.Allow(cctx, key)
-					took := time.Since(start)
-					cancel()
-					load.record(key, d, err, took, took >= timeout, restarted.Load() && slices.Contains(dead, key))
-				}
-			}
-		})
+		wg.Go(func() { single.runSingle(l, timeout, stop) })
+	}
+	for range 2 {
+		wg.Go(func() { batch.runBatches(l, timeout, stop) })
 	}
 	time.Sleep(300 * time.Millisecond) // the load runs on the whole cluster
-	cl.Kill(victim)
-	answered := make(chan time.Time, 1)
+	f.start(cl, victim)
+	time.Sleep(time.Second) // well below the cluster's node timeout (2s), so the others never mark it failed
+	single.restarted.Store(true)
+	batch.restarted.Store(true)
 	tb, err := s.Table("api", p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go waitAnswer(cl.Addrs()[victim], redisstore.KeyOf(tb, dead[0]), answered)
-	time.Sleep(time.Second) // well below the cluster's node timeout (2s), so the others never mark it failed
-	restarted.Store(true)
-	cl.Restart(t, victim)
-	time.Sleep(1500 * time.Millisecond)
+	answer := f.end(t, cl, victim, redisstore.KeyOf(tb, dead[0]))
+	time.Sleep(1200 * time.Millisecond) // recovery within 1s, and a margin
 	close(stop)
 	wg.Wait()
-	answer := <-answered
 
-	load.mu.Lock()
-	defer load.mu.Unlock()
-	t.Logf("admitted %v, mode answers %v (at once %v), other errors %v", load.admitted, load.modeAnswers, load.modeAtOnce, load.otherErrs)
-	t.Logf("failsafe %+v; slowest call %v; dead keys back %v after their master answered", fs.Stats(), load.maxLatency, load.firstBack.Sub(answer))
-	// A call to a healthy master may now and then outlast the Timeout on
-	// this loaded machine, and be decided by the mode: a slow call, not a
-	// failure of isolation, which shows as calls answered by the mode
-	// without waiting for the store (before, about 11,000 a key).
-	for _, key := range healthy {
-		if load.admitted[key] != limit || load.modeAtOnce[key] != 0 || load.modeAnswers[key] > 2 || load.otherErrs[key] != 0 {
-			t.Errorf("healthy key %s: %d admitted, %d by the mode (%d at once), %d errors; want %d by the store, none by the mode at once",
-				key, load.admitted[key], load.modeAnswers[key], load.modeAtOnce[key], load.otherErrs[key], limit)
+	t.Logf("failsafe %+v", fs.Stats())
+	// A single-key call to a healthy master may now and then outlast the
+	// Timeout on this loaded machine, and be decided by the mode: a slow
+	// call, not a failure of isolation, which shows as calls answered by
+	// the mode without waiting for the store (before, about 11,000 a
+	// key).
+	single.check(t, "single-key", limit, f.deadLimits*limit, 2, 2*timeout, answer)
+	batch.check(t, "batched", limit, f.deadLimits*limit, 0, 2*timeout, answer)
+	noGoroutineGrowth(t, goroutines)
+}
+
+// clusterLoad is what a load on a cluster saw, key by key.
+type clusterLoad struct {
+	healthy, dead []string
+	restarted     atomic.Bool // the fault is ending
+
+	mu          sync.Mutex
+	admitted    map[string]int // by the store
+	modeAnswers map[string]int // failsafe.ErrUnavailable
+	modeAtOnce  map[string]int // of which, answered sooner than the Timeout: the store not called, or failing fast
+	otherErrs   map[string]int
+	maxLatency  time.Duration
+	firstBack   time.Time // the first call on a dead key decided by the store after the restart began
+}
+
+func newClusterLoad(healthy, dead []string) *clusterLoad {
+	return &clusterLoad{healthy: healthy, dead: dead,
+		admitted: map[string]int{}, modeAnswers: map[string]int{}, modeAtOnce: map[string]int{}, otherErrs: map[string]int{}}
+}
+
+// runSingle calls l.Allow on each key in turn until stop.
+func (cl *clusterLoad) runSingle(l *floodgate.Limiter, timeout time.Duration, stop <-chan struct{}) {
+	for {
+		for _, key := range slices.Concat(cl.healthy, cl.dead) {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cctx, cancel := context.WithTimeout(ctx, 4*timeout)
+			start := time.Now()
+			d, err := l.Allow(cctx, key)
+			took := time.Since(start)
+			cancel()
+			cl.record(key, d, err, took, took >= timeout)
 		}
-	}
-	for _, key := range dead {
-		if load.modeAnswers[key] == 0 || load.admitted[key] > 2*limit { // the restarted master starts empty
-			t.Errorf("dead key %s: %d admitted, %d by the mode", key, load.admitted[key], load.modeAnswers[key])
-		}
-	}
-	if budget := 2 * timeout; load.maxLatency > budget { // the Timeout and a margin
-		t.Errorf("slowest call %v, want within %v", load.maxLatency, budget)
-	}
-	if back := load.firstBack.Sub(answer); load.firstBack.IsZero() || back > time.Second {
-		t.Errorf("the dead master's keys back on the store %v after it answered, want within 1s", back)
-	}
-	if st := fs.Stats(); st.Down {
-		t.Errorf("failsafe %+v, want up at the end", st)
 	}
 }
 
+// checks returns a check of l on each key.
+func (cl *clusterLoad) checks(l *floodgate.Limiter) []floodgate.Check {
+	var checks []floodgate.Check
+	for _, key := range slices.Concat(cl.healthy, cl.dead) {
+		checks = append(checks, floodgate.Check{Limiter: l, Key: key, N: 1})
+	}
+	return checks
+}
+
+// runBatches decides every key at once, with floodgate.AllowEachAt, until
+// stop.
+func (cl *clusterLoad) runBatches(l *floodgate.Limiter, timeout time.Duration, stop <-chan struct{}) {
+	checks := cl.checks(l)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 4*timeout)
+		start := time.Now()
+		ds, errs := floodgate.AllowEachAt(cctx, start, checks...)
+		took := time.Since(start)
+		cancel()
+		for i, c := range checks {
+			var err error
+			if errs != nil {
+				err = errs[i]
+			}
+			cl.record(c.Key, ds[i], err, took, took >= timeout)
+		}
+	}
+}
+
+// check fails t unless each healthy key was admitted limit times by the
+// store, with no answer of the mode at once and at most slowMode in all;
+// the dead keys were answered by the mode (some: a paused master holds
+// each call for the Timeout), each admitted at most deadLimit times; no call took longer than budget; and the dead keys were back on
+// the store within 1s of answer, when their master served them again.
+func (cl *clusterLoad) check(t *testing.T, what string, limit, deadLimit, slowMode int, budget time.Duration, answer time.Time) {
+	t.Helper()
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	t.Logf("%s: admitted %v, mode answers %v (at once %v), other errors %v", what, cl.admitted, cl.modeAnswers, cl.modeAtOnce, cl.otherErrs)
+	t.Logf("%s: slowest call %v; dead keys back %v after their master answered", what, cl.maxLatency, cl.firstBack.Sub(answer))
+	for _, key := range cl.healthy {
+		if cl.admitted[key] != limit || cl.modeAtOnce[key] != 0 || cl.modeAnswers[key] > slowMode || cl.otherErrs[key] != 0 {
+			t.Errorf("%s: healthy key %s: %d admitted, %d by the mode (%d at once), %d errors; want %d by the store, at most %d by the mode, none at once",
+				what, key, cl.admitted[key], cl.modeAnswers[key], cl.modeAtOnce[key], cl.otherErrs[key], limit, slowMode)
+		}
+	}
+	byMode := 0
+	for _, key := range cl.dead {
+		byMode += cl.modeAnswers[key]
+		if cl.admitted[key] > deadLimit {
+			t.Errorf("%s: dead key %s: %d admitted, want at most %d", what, key, cl.admitted[key], deadLimit)
+		}
+	}
+	if byMode == 0 {
+		t.Errorf("%s: no call on the dead keys answered by the mode", what)
+	}
+	if cl.maxLatency > budget { // the Timeout and a margin
+		t.Errorf("%s: slowest call %v, want within %v", what, cl.maxLatency, budget)
+	}
+	if back := cl.firstBack.Sub(answer); cl.firstBack.IsZero() || back > time.Second {
+		t.Errorf("%s: the dead master's keys back on the store %v after it answered, want within 1s", what, back)
+	}
+}
+
+// noGoroutineGrowth fails t when more than 2 goroutines beyond before
+// outlive the load for 5s: those of calls that a stalled master held end
+// when it answers.
+func noGoroutineGrowth(t *testing.T, before int) {
+	t.Helper()
+	var n int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n = runtime.NumGoroutine(); n <= before+2 {
+			t.Logf("%d goroutines after the load, %d before", n, before)
+			return
+		}
+	}
+	t.Errorf("%d goroutines after the load, %d before", n, before)
+}
+
 // record counts one call on key, slow if it took the Timeout or longer.
-func (l *clusterLoad) record(key string, d floodgate.Decision, err error, took time.Duration, slow, afterRestart bool) {
+func (l *clusterLoad) record(key string, d floodgate.Decision, err error, took time.Duration, slow bool) {
+	afterRestart := l.restarted.Load() && slices.Contains(l.dead, key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maxLatency = max(l.maxLatency, took)
