@@ -6,22 +6,52 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
-// hash tag, the part between the first '{' and the next '}' when that part
-// is not empty, or else of the whole key, modulo 16384 (the Redis Cluster
-// specification). Keys with the same hash tag share a slot, so one script
-// can decide them together.
-func slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
+// slot returns the Redis Cluster hash slot of the key a + b, without
+// building it: CRC16 (XMODEM) of its hash tag, the part between the first
+// '{' and the next '}' when that part is not empty, or else of the whole
+// key, modulo 16384 (the Redis Cluster specification). Keys with the same
+// hash tag share a slot, so one script can decide them together.
+func slot(a, b string) uint16 {
+	if lo, hi, ok := hashTag(a, b); ok {
+		// The tag, a[lo:hi] + b[lo-len(a):hi-len(a)], each part clamped.
+		la, lb := len(a), len(b)
+		return crc16(crc16(0, a[min(lo, la):min(hi, la)]), b[min(max(lo-la, 0), lb):max(hi-la, 0)]) & 16383
+	}
+	return crc16(crc16(0, a), b) & 16383
+}
+
+// hashTag returns the bounds, in a + b, of the hash tag of the key a + b,
+// and false when it has none.
+func hashTag(a, b string) (lo, hi int, ok bool) {
+	open := strings.IndexByte(a, '{')
+	if open < 0 {
+		j := strings.IndexByte(b, '{')
+		if j < 0 {
+			return 0, 0, false
+		}
+		open = len(a) + j
+	}
+	lo, hi = open+1, -1
+	if lo < len(a) {
+		if j := strings.IndexByte(a[lo:], '}'); j >= 0 {
+			hi = lo + j
 		}
 	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc = crc<<8 ^ crcTable[byte(crc>>8)^key[i]]
+	if hi < 0 {
+		from := max(lo-len(a), 0)
+		if j := strings.IndexByte(b[from:], '}'); j >= 0 {
+			hi = len(a) + from + j
+		}
 	}
-	return crc & 16383
+	return lo, hi, hi > lo
+}
+
+// crc16 returns the CRC16 of s continuing from crc.
+func crc16(crc uint16, s string) uint16 {
+	for i := 0; i < len(s); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^s[i]]
+	}
+	return crc
 }
 
 // crcTable is CRC16-CCITT's (polynomial 0x1021) table.

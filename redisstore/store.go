@@ -114,12 +114,12 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 func (s *Store) slotOf(op *store.Op) uint16 { return s.keySlot(op.Table.(*table), op.Key) }
 
 // keySlot returns the hash slot of key in t, a table of s (0 off a
-// Cluster).
+// Cluster), without building its Redis key.
 func (s *Store) keySlot(t *table, key string) uint16 {
 	if !s.cluster {
 		return 0
 	}
-	return slot(t.prefix + key)
+	return slot(t.prefix, key)
 }
 
 // policy returns the policy of t, a table of s (store.Check's question).
