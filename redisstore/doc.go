@@ -102,10 +102,17 @@
 //
 // Store.ApplyEach (through floodgate.AllowEach) carries many
 // independent operations, each decided as if alone, in one call of up to
-// WithMaxBatch operations (one per hash slot on a Cluster, in one
-// pipeline), which goes in a script call like any other: a request that
-// checks 100 limits costs one round trip. floodgate serve decides an
-// Envoy request's descriptors and an HTTP batch in mode "each" so.
+// WithMaxBatch operations (one per hash slot on a Cluster), which goes in
+// a script call like any other: a request that checks 100 limits costs
+// one round trip. floodgate serve decides an Envoy request's descriptors
+// and an HTTP batch in mode "each" so. On a Cluster, each master's share
+// of the operations goes with that master's calls (its slots' in one
+// pipeline), the masters at once: a master that is down or stalls fails
+// only its own share, within the call's budget, and ApplyEach then
+// returns an error wrapping store.ErrPartialFailure, the other
+// operations decided (a failsafe.Store in front decides only the failed
+// ones by its mode). An Apply is all or nothing: when its keys span
+// masters and one fails, it fails whole (see Store.Apply).
 //
 // # Failure
 //
