@@ -16,6 +16,7 @@ import (
 	"github.com/floodgate/floodgate/failsafe"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -103,7 +104,7 @@ func runClusterFault(t *testing.T, cl *redistest.Cluster, f clusterFault) {
 	p := algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1h", limit))
 	l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(fs), floodgate.WithName("api")))
 	const victim = 0
-	healthy, dead := clusterKeys(t, c, cl, s, p, victim, 16)
+	healthy, dead := clusterKeys(t, c, cl, s, p, victim, 17) // the 17th of each for applyBlame
 	single, batch := newClusterLoad(healthy[:8], dead[:8]), newClusterLoad(healthy[8:], dead[8:])
 	// Every master served once (peeks, which spend nothing), so that the
 	// clients' goroutines are there before the count.
@@ -126,13 +127,15 @@ func runClusterFault(t *testing.T, cl *redistest.Cluster, f clusterFault) {
 	}
 	time.Sleep(300 * time.Millisecond) // the load runs on the whole cluster
 	f.start(cl, victim)
-	time.Sleep(time.Second) // well below the cluster's node timeout (2s), so the others never mark it failed
-	single.restarted.Store(true)
-	batch.restarted.Store(true)
+	start := time.Now()
 	tb, err := s.Table("api", p)
 	if err != nil {
 		t.Fatal(err)
 	}
+	applyBlame(t, s, tb, healthy[16], dead[16])
+	time.Sleep(time.Second - time.Since(start)) // well below the cluster's node timeout (2s), so the others never mark it failed
+	single.restarted.Store(true)
+	batch.restarted.Store(true)
 	answer := f.end(t, cl, victim, redisstore.KeyOf(tb, dead[0]))
 	time.Sleep(1200 * time.Millisecond) // recovery within 1s, and a margin
 	close(stop)
@@ -147,6 +150,23 @@ func runClusterFault(t *testing.T, cl *redistest.Cluster, f clusterFault) {
 	single.check(t, "single-key", limit, f.deadLimits*limit, 2, 2*timeout, answer)
 	batch.check(t, "batched", limit, f.deadLimits*limit, 0, 2*timeout, answer)
 	noGoroutineGrowth(t, goroutines)
+}
+
+// applyBlame fails t unless an Apply of a key on a healthy master and one
+// on the faulty master, all or nothing, fails, within 300ms, naming the
+// op of the faulty master alone (store.Result.Failure), for a
+// failsafe.Store to blame its slot alone.
+func applyBlame(t *testing.T, s *redisstore.Store, tb store.Table, healthy, dead string) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	now := time.Now().UnixNano()
+	ops := []store.Op{{Kind: store.OpDecide, Table: tb, Key: healthy, Now: now}, {Kind: store.OpDecide, Table: tb, Key: dead, Now: now}}
+	err := s.Apply(cctx, ops)
+	if err == nil || errors.Is(err, store.ErrPartialFailure) || ops[0].Result.Failure() != nil || ops[1].Result.Failure() == nil {
+		t.Errorf("an Apply across the healthy and the faulty master: %v, failures %v and %v; want it failed, naming the faulty master's op",
+			err, ops[0].Result.Failure(), ops[1].Result.Failure())
+	}
 }
 
 // clusterLoad is what a load on a cluster saw, key by key.

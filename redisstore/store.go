@@ -159,7 +159,10 @@ func (s *Store) checkAll(ctx context.Context, ops []store.Op) error {
 // Apply whose ops span masters waits for them all, within the store's
 // timeout and ctx: when one master is down or stalls, the Apply fails as
 // a whole, with that master's error (never store.ErrPartialFailure),
-// and the units the other masters admitted are refunded as for a denial.
+// and the units the other masters admitted are refunded as for a denial;
+// the ops of the failed master's slots say so (store.Result.Failure),
+// so that a failsafe.Store in front counts the failure against their
+// slots alone.
 func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
@@ -353,6 +356,9 @@ func (s *Store) applyAcrossSlots(ctx context.Context, gs []*group) error {
 	for _, g := range gs {
 		if g.err != nil {
 			errs = append(errs, g.err)
+			for _, op := range g.ops { // which ops failed, for a failsafe.Store in front
+				op.Result = store.Result{Err: store.PartialFailure(g.err)}
+			}
 			continue
 		}
 		for _, op := range g.ops {

@@ -30,6 +30,12 @@ type Store interface {
 	// error; an op whose cost exceeds its policy's burst is a denial
 	// whose Result.Err wraps algo.ErrCostExceedsBurst.
 	//
+	// A store whose keys are in partitions that fail apart (Partitioned)
+	// may say which ops it failed on: their Result.Err is then a
+	// PartialFailure (Result.Failure), and the other ops were in
+	// partitions that answered, their effects undone. Apply still fails
+	// whole: its error never wraps ErrPartialFailure.
+	//
 	// A context that ends while the ops are on their way (to Redis, to a
 	// file) ends the call at once, with the context's error: ops that
 	// were still waiting to go are withdrawn, and change nothing; ops
