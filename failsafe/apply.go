@@ -13,7 +13,9 @@ import (
 // Apply implements Store: all or nothing, the batch goes to the store
 // while every partition it touches is up; it probes them when some are
 // down and due for a probe; else the mode decides it. A failure counts
-// against every partition of the batch.
+// against the partitions of the ops the store failed on, when it says
+// which (store.Result.Failure), else against every partition of the
+// batch.
 func (f *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -24,52 +26,50 @@ func (f *Store) Apply(ctx context.Context, ops []store.Op) error {
 	}
 	var bsBuf [4]*breaker // most batches touch a partition or two: no allocation
 	var gsBuf [4]uint64
+	var blamedBuf [4]bool
 	bs := f.breakersOfOps(bsBuf[:0], ops)
 	gs, down := gens(gsBuf[:0], bs)
-	if down < 0 { // all up
-		failed, err := f.applyInner(ctx, ops)
-		if err == nil {
-			for _, b := range bs {
-				b.succeeded()
-			}
-			return nil
+	var probing []bool
+	if down >= 0 {
+		if probing = f.acquireProbes(bs, probeable(ops)); probing == nil {
+			return f.applyFallback(ctx, bs[down], ops, false)
 		}
-		if !failed {
-			return callerErr(ctx, err)
-		}
-		f.stats[countFailures].Add(1)
-		for i, b := range bs {
-			f.fail(b, gs[i], err, false)
-		}
-		return f.applyFallback(ctx, bs[0], ops, false)
-	}
-	if probing := f.acquireProbes(bs, probeable(ops)); probing != nil {
 		gs, _ = gens(gs[:0], bs)
-		failed, err := f.applyInner(ctx, ops)
-		if failed {
-			f.stats[countFailures].Add(1)
-		}
-		for i, b := range bs {
-			probe := probing[i]
-			switch {
-			case err == nil && probe:
-				f.up(b, gs[i])
-			case err == nil:
-				b.succeeded()
-			case !failed && probe:
+	}
+	blamed := blamedBuf[:0]
+	for range bs {
+		blamed = append(blamed, false)
+	}
+	failed, err := f.applyInner(ctx, ops, bs, blamed)
+	if failed {
+		f.stats[countFailures].Add(1)
+	}
+	first := -1
+	for i, b := range bs {
+		probe := probing != nil && probing[i]
+		switch {
+		case err != nil && !failed: // cut short by the caller: says nothing
+			if probe {
 				b.probing.Store(false)
-			case failed:
-				f.fail(b, gs[i], err, probe)
 			}
-		}
-		if err == nil {
-			return nil
-		}
-		if !failed {
-			return callerErr(ctx, err)
+		case failed && blamed[i]:
+			f.fail(b, gs[i], err, probe)
+			if first < 0 {
+				first = i
+			}
+		case probe:
+			f.up(b, gs[i])
+		default:
+			b.succeeded()
 		}
 	}
-	return f.applyFallback(ctx, bs[down], ops, false)
+	switch {
+	case err == nil:
+		return nil
+	case !failed:
+		return callerErr(ctx, err)
+	}
+	return f.applyFallback(ctx, bs[first], ops, false)
 }
 
 // breakersOfOps appends to bs the breakers of the partitions of ops, each
@@ -79,7 +79,7 @@ func (f *Store) breakersOfOps(bs []*breaker, ops []store.Op) []*breaker {
 		return append(bs, &f.one)
 	}
 	for i := range ops {
-		b := f.breakerOf(ops[i].Table.(*table), ops[i].Key)
+		b := f.breakerOfOp(&ops[i])
 		if !slices.Contains(bs, b) {
 			bs = append(bs, b)
 		}
@@ -150,8 +150,10 @@ func probeable(ops []store.Op) bool {
 
 // applyInner runs ops on the store, within the Timeout, leaving out the
 // refunds of units the local store admitted, and reports whether an error
-// is a failure of the store.
-func (f *Store) applyInner(ctx context.Context, ops []store.Op) (failed bool, err error) {
+// is a failure of the store; then blamed[i] says whether bs[i], one of
+// the breakers of ops, failed: the partition of an op the store failed
+// on (store.Result.Failure), or, when it names none, each.
+func (f *Store) applyInner(ctx context.Context, ops []store.Op, bs []*breaker, blamed []bool) (failed bool, err error) {
 	inner := make([]store.Op, 0, len(ops))
 	idx := make([]int, 0, len(ops))
 	for i := range ops {
@@ -171,12 +173,36 @@ func (f *Store) applyInner(ctx context.Context, ops []store.Op) (failed bool, er
 		defer cancel()
 	}
 	if err := f.store.Apply(c, inner); err != nil {
-		return isFailure(ctx, c, err), err
+		if !isFailure(ctx, c, err) {
+			return false, err
+		}
+		f.blame(ops, inner, idx, bs, blamed)
+		return true, err
 	}
 	for j, i := range idx {
 		ops[i].Result = inner[j].Result
 	}
 	return false, nil
+}
+
+// blame sets blamed[i] for each breaker bs[i] of an op of inner, the ops
+// of ops at idx, that the store failed on, or for every breaker when it
+// names none.
+func (f *Store) blame(ops, inner []store.Op, idx []int, bs []*breaker, blamed []bool) {
+	named := false
+	for j, i := range idx {
+		if inner[j].Result.Failure() == nil {
+			continue
+		}
+		if k := slices.Index(bs, f.breakerOfOp(&ops[i])); k >= 0 {
+			blamed[k], named = true, true
+		}
+	}
+	if !named {
+		for k := range blamed {
+			blamed[k] = true
+		}
+	}
 }
 
 // applyOn returns s's Apply, or with each ApplyEach on s.

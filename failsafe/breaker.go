@@ -65,6 +65,12 @@ func (f *Store) breakerOf(t *table, key string) *breaker {
 	return p.Load()
 }
 
+// breakerOfOp returns the breaker of op's partition, op an op on a table
+// of f.
+func (f *Store) breakerOfOp(op *store.Op) *breaker {
+	return f.breakerOf(op.Table.(*table), op.Key)
+}
+
 // errTimeout is the cause of the Timeout's context when it expires.
 var errTimeout = errors.New("failsafe: the Timeout expired")
 

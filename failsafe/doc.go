@@ -48,7 +48,9 @@
 // partition. An Apply, all or nothing, is one call: it goes to the store
 // while all the partitions of its keys are up, it is decided by the mode
 // while any is down (but for a probe of them all), and its failure counts
-// against each of them, as the store does not say which failed. An
+// against the partitions of the ops the store failed on when it says
+// which (store.Result.Failure, as a Redis Cluster does), else against
+// each of them. An
 // ApplyEach is split by partition: the ops of the partitions that are up
 // (or due for a probe) go to the store in one call, the others' are
 // decided by the mode; when the store fails on some ops only

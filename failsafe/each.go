@@ -59,10 +59,7 @@ type part struct {
 // go to the store, up or probing it.
 func (f *Store) partition(e *eachCall) {
 	for i := range e.ops {
-		b := &f.one
-		if f.parts != nil {
-			b = f.breakerOf(e.ops[i].Table.(*table), e.ops[i].Key)
-		}
+		b := f.breakerOfOp(&e.ops[i])
 		j := 0
 		for j < len(e.parts) && e.parts[j].b != b {
 			j++

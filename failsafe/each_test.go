@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -129,4 +130,41 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+func (s *partedEach) Apply(ctx context.Context, ops []store.Op) error {
+	if !s.down.Load() || !slices.ContainsFunc(ops, func(op store.Op) bool { return strings.HasPrefix(op.Key, "b") }) {
+		return s.parted.Apply(ctx, ops)
+	}
+	for i := range ops {
+		if strings.HasPrefix(ops[i].Key, "b") {
+			ops[i].Result = store.Result{Err: store.PartialFailure(errRefused)}
+		}
+	}
+	return errRefused
+}
+
+// TestFailsafeApplyBlame: an all-or-nothing batch across a healthy and a
+// failing partition fails whole, decided by the mode, but when the store
+// names the ops it failed on, only their partition counts the failure:
+// the healthy one stays up, its keys decided by the store.
+func TestFailsafeApplyBlame(t *testing.T) {
+	fc := newFake()
+	shared := &partedEach{parted: parted{storetest.NewFlaky()}}
+	fs := newFailsafe(t, shared, failsafe.Options{Clock: fc, Threshold: 3, FailFor: -1, Cooldown: time.Second})
+	p := algo.MustParsePolicy("fixed-window 5/1h")
+	l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(fs), floodgate.WithClock(fc)))
+	shared.down.Store(true)
+	for range 5 {
+		res, err := floodgate.AllowAll(ctx, floodgate.Check{Limiter: l, Key: "a1", N: 1}, floodgate.Check{Limiter: l, Key: "b1", N: 1})
+		if res.Allowed || !errors.Is(err, failsafe.ErrUnavailable) {
+			t.Fatalf("a batch across the failing partition: %+v, %v; want denied, unavailable", res, err)
+		}
+	}
+	if st := fs.Stats(); st.Trips != 1 || st.Failures != 3 {
+		t.Fatalf("after 5 batches: %+v; want the failing partition alone down, after 3 failures", st)
+	}
+	if d := mustAllow(t, l, "a1", 1); !d.Allowed || d.Remaining != 4 {
+		t.Fatalf("a1 after the batches: %+v; want decided by the store, 4 left", d)
+	}
 }
