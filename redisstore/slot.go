@@ -76,6 +76,15 @@ const clusterSlots = 16384
 // Partitions implements store.Partitioned: on a Redis Cluster, the hash
 // slots, which its masters share out between them, so that a master down
 // fails only the keys in its own slots; on a single Redis, one.
+//
+// The partitions are the slots, not the masters: which master serves a
+// slot changes with failovers and resharding, which go-redis learns at
+// its own pace, while a key's partition must stay the same for the
+// store's life, and a partition whose master has gone must not stay
+// down. So a master that fails takes its slots down one by one, each
+// after its own run of failures (failsafe.Options.Threshold), and
+// failsafe.Stats counts a trip for each; an ApplyEach across its slots
+// counts its failure against each of them at once.
 func (s *Store) Partitions() int {
 	if !s.cluster {
 		return 1
