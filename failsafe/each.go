@@ -26,11 +26,14 @@ func (f *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	var partsBuf [4]part
+	var partsBuf [4]part // most calls touch a few partitions and ops: no allocation
 	var ofBuf [16]int
 	var modeBuf [16]bool
-	e := eachCall{ops: ops, parts: partsBuf[:0], of: ofBuf[:0], mode: modeBuf[:0]}
-	f.partition(&e)
+	e := eachCall{ops: ops, mode: modeBuf[:0]}
+	e.parts, e.of = f.partition(ops, partsBuf[:0], ofBuf[:0])
+	for i := range ops {
+		e.mode = append(e.mode, !e.parts[e.of[i]].send)
+	}
 	if err := f.sendEach(ctx, &e); err != nil {
 		return err
 	}
@@ -55,44 +58,44 @@ type part struct {
 	cut    bool   // some were cut short by the caller's context
 }
 
-// partition sets e's parts: each partition's breaker, and whether its ops
-// go to the store, up or probing it.
-func (f *Store) partition(e *eachCall) {
-	for i := range e.ops {
-		b := f.breakerOfOp(&e.ops[i])
+// partition appends to parts the partitions of ops, each once, with its
+// breaker and whether its ops go to the store, up or probing it, and to
+// of the index in parts of each op's.
+func (f *Store) partition(ops []store.Op, parts []part, of []int) ([]part, []int) {
+	for i := range ops {
+		b := f.breakerOfOp(&ops[i])
 		j := 0
-		for j < len(e.parts) && e.parts[j].b != b {
+		for j < len(parts) && parts[j].b != b {
 			j++
 		}
-		if j == len(e.parts) {
-			e.parts = append(e.parts, part{b: b})
+		if j == len(parts) {
+			parts = append(parts, part{b: b})
 		}
-		e.of = append(e.of, j)
+		of = append(of, j)
 	}
-	for j := range e.parts {
-		p := &e.parts[j]
+	for j := range parts {
+		p := &parts[j]
 		g, down := p.b.state()
 		switch {
 		case !down:
 			p.g, p.send = g, true
-		case probeable(e.opsOf(j)) && f.acquireProbe(p.b):
+		case probeable(opsOf(ops, of, j)) && f.acquireProbe(p.b):
 			p.g, p.send, p.probe = p.b.gen.Load(), true, true
 		}
 	}
-	for i := range e.ops {
-		e.mode = append(e.mode, !e.parts[e.of[i]].send)
-	}
+	return parts, of
 }
 
-// opsOf returns copies of the ops of part j, for probeable.
-func (e *eachCall) opsOf(j int) []store.Op {
-	var ops []store.Op
-	for i := range e.ops {
-		if e.of[i] == j {
-			ops = append(ops, e.ops[i])
+// opsOf returns copies of the ops of partition j, of giving each op's,
+// for probeable.
+func opsOf(ops []store.Op, of []int, j int) []store.Op {
+	var in []store.Op
+	for i := range ops {
+		if of[i] == j {
+			in = append(in, ops[i])
 		}
 	}
-	return ops
+	return in
 }
 
 // sendEach sends the ops of the partitions to send to the store's
