@@ -56,6 +56,11 @@ func (s *partedEach) ApplyEach(ctx context.Context, ops []store.Op) error {
 	return fmt.Errorf("%w: %d of %d ops: %w", store.ErrPartialFailure, len(ops)-len(work), len(ops), errRefused)
 }
 
+// noTimeout turns the Timeout off, for tests of failures the store
+// reports: on a loaded machine a memory store's call may outlast the
+// default Timeout (100ms of real time), a failure the test did not make.
+const noTimeout = -1
+
 // TestFailsafeApplyEachPartial: while one partition fails, an ApplyEach
 // across both has its healthy partition's ops decided by the store,
 // exactly, and only the failing partition's by the mode; only the failing
@@ -66,7 +71,7 @@ func TestFailsafeApplyEachPartial(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			fc := newFake()
 			shared := &partedEach{parted: parted{storetest.NewFlaky()}}
-			fs := newFailsafe(t, shared, failsafe.Options{Mode: mode, Clock: fc, Threshold: 3, FailFor: -1, Cooldown: time.Second})
+			fs := newFailsafe(t, shared, failsafe.Options{Mode: mode, Clock: fc, Threshold: 3, FailFor: -1, Cooldown: time.Second, Timeout: noTimeout})
 			p := algo.MustParsePolicy("fixed-window 5/1h")
 			l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(fs), floodgate.WithClock(fc)))
 			checks := []floodgate.Check{{Limiter: l, Key: "a1"}, {Limiter: l, Key: "b1"}, {Limiter: l, Key: "a2"}}
@@ -151,7 +156,7 @@ func (s *partedEach) Apply(ctx context.Context, ops []store.Op) error {
 func TestFailsafeApplyBlame(t *testing.T) {
 	fc := newFake()
 	shared := &partedEach{parted: parted{storetest.NewFlaky()}}
-	fs := newFailsafe(t, shared, failsafe.Options{Clock: fc, Threshold: 3, FailFor: -1, Cooldown: time.Second})
+	fs := newFailsafe(t, shared, failsafe.Options{Clock: fc, Threshold: 3, FailFor: -1, Cooldown: time.Second, Timeout: noTimeout})
 	p := algo.MustParsePolicy("fixed-window 5/1h")
 	l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithStore(fs), floodgate.WithClock(fc)))
 	shared.down.Store(true)
