@@ -40,7 +40,7 @@ type domain struct {
 type level struct {
 	exact     map[entryKey]*node // descriptors with a value (wildcards too, literally)
 	keyOnly   map[string]*node   // descriptors without a value
-	wildcards []*node            // values ending in '*', in file order
+	wildcards []*node            // descriptors with a '*' in key or value, in file order
 }
 
 type entryKey struct{ key, value string }
@@ -49,10 +49,9 @@ type entryKey struct{ key, value string }
 type node struct {
 	key, value string
 	line       int
-	prefix     string // a wildcard's value without its '*'
-	wildcard   bool
-	share      bool  // share_threshold: every value the wildcard matches shares one limit
-	rule       *rule // nil without rate_limit
+	pat        *pattern // a wildcard's, nil for the others
+	share      bool     // share_threshold: every value the wildcard matches shares one limit
+	rule       *rule    // nil without rate_limit
 	children   level
 }
 
@@ -349,10 +348,9 @@ func (p *parser) descriptor(l *level, item *yaml.Node, parentPath string) *node 
 	if n.value != "" {
 		path += "_" + n.value
 	}
-	n.wildcard = strings.HasSuffix(n.value, "*")
-	n.prefix = strings.TrimSuffix(n.value, "*")
-	if n.share && !n.wildcard {
-		p.fail(item, "share_threshold can only be used with wildcard values (ending with '*'), but %s has value %q", n.key, n.value)
+	n.pat = newPattern(n.key, n.value)
+	if n.share && n.pat == nil {
+		p.fail(item, "share_threshold can only be used with wildcard values (containing '*'), but %s has value %q", n.key, n.value)
 	}
 	if prev := l.find(n.key, n.value); prev != nil {
 		p.fail(item, "duplicate descriptor composite key '%s' (first at line %d)", path, prev.line)
@@ -398,6 +396,9 @@ func (l *level) find(key, value string) *node {
 }
 
 func (l *level) add(n *node) {
+	if n.pat != nil {
+		l.wildcards = append(l.wildcards, n)
+	}
 	if n.value == "" {
 		if l.keyOnly == nil {
 			l.keyOnly = make(map[string]*node)
@@ -409,9 +410,6 @@ func (l *level) add(n *node) {
 		l.exact = make(map[entryKey]*node)
 	}
 	l.exact[entryKey{n.key, n.value}] = n
-	if n.wildcard {
-		l.wildcards = append(l.wildcards, n)
-	}
 }
 
 // rateLimit parses a rate_limit mapping.

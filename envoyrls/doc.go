@@ -28,20 +28,25 @@
 //	    value: acme
 //	    descriptors:                    # nested: (tenant, acme), (path, ...)
 //	      - key: path
-//	        value: /api/*               # wildcard: any value with this prefix
+//	        value: /api/*               # wildcard: '*' stands for any text
 //	        rate_limit: {unit: minute, requests_per_unit: 600}
 //
 // Each descriptor of a request is matched against its domain's tree, entry
 // by entry, one level per entry: an entry matches the descriptor with its
-// key and value, else the first wildcard (value ending in '*', in file
-// order) with its key whose prefix its value has, else the descriptor with
-// its key and no value. Only that one descriptor matches, even when it
-// has no rate_limit: (tenant, acme) never falls back to the descriptor for
-// every tenant. The request descriptor's rule is the rate_limit of the
-// descriptor its last entry matches, so that a request descriptor of two
-// entries can only match a rule at depth two, and one that runs past the
-// tree's leaves matches nothing. Each
-// distinct list of entries (domain, keys and values) gets its own counter
+// key and value, else the first wildcard (in file order) that matches it,
+// else the descriptor with its key and no value. A wildcard is a
+// descriptor with a '*' in its value: each '*' stands for any run of
+// characters, the empty one too, anywhere and as often as needed
+// (/api/*/action matches /api/42/action and /api//action, *.png any
+// value ending in .png); a '*' in a key makes the key and value joined
+// by '_' (the key alone when there is no value) a pattern for the
+// entry's key and value so joined, as upstream. Only that one descriptor
+// matches, even when it has no rate_limit: (tenant, acme) never falls
+// back to the descriptor for every tenant. The request descriptor's rule
+// is the rate_limit of the descriptor its last entry matches, so that a
+// request descriptor of two entries can only match a rule at depth two,
+// and one that runs past the tree's leaves matches nothing. Each distinct
+// list of entries (domain, keys and values) gets its own counter
 // under the rule: (remote_address, 10.0.0.1) and (remote_address,
 // 10.0.0.2) are limited separately.
 //
@@ -82,7 +87,8 @@
 //     replaces the name of another descriptor's rule, that other
 //     descriptor is not decided at all (status OK, nothing counted).
 //   - share_threshold: true on a wildcard makes all the values it matches
-//     share one counter instead of one each.
+//     share one counter instead of one each; it is an error on a
+//     descriptor without '*'.
 //   - A descriptor's limit (Envoy's limit override) replaces the
 //     configuration's rule for it, in a known domain: a fixed window of
 //     the given requests_per_unit and unit (times unit_multiplier).
@@ -103,8 +109,9 @@
 //     past the limit; floodgate's stops at it).
 //   - Matching compares keys and values, where upstream compares them
 //     joined by '_', so upstream's accidental matches across that
-//     separator (key a_b value c taken for key a value b_c) do not happen,
-//     and a key ending in '*' is not a wildcard.
+//     separator (key a_b value c taken for key a value b_c, or the
+//     wildcard value * of key k for key k_x) do not happen. A '*' in a
+//     key is matched as upstream matches it, across the separator.
 //   - is_negative_hits is refused; requests_per_unit is at most 10^9
 //     (algo.MaxLimit); a limit override's unit_multiplier is honoured.
 //   - A rule that changed starts its windows afresh after SetConfig
@@ -128,7 +135,7 @@
 //	domain: <name>                     # required, unique among the files
 //	descriptors:
 //	  - key: <key>                     # required
-//	    value: <value>                 # optional; a trailing '*' is a wildcard
+//	    value: <value>                 # optional; each '*' is a wildcard
 //	    rate_limit:                    # optional
 //	      unit: <second|minute|hour|day|week|month|year>
 //	      requests_per_unit: <0 .. 10^9>
@@ -136,7 +143,7 @@
 //	      name: <name>                 # for replaces
 //	      replaces: [{name: <name>}, ...]
 //	    shadow_mode: <bool>
-//	    share_threshold: <bool>        # on a wildcard only
+//	    share_threshold: <bool>        # on a wildcard ('*') only
 //	    detailed_metric: <bool>        # accepted, ignored: statistics only
 //	    value_to_metric: <bool>        # accepted, ignored: statistics only
 //	    descriptors: [...]             # nested descriptors

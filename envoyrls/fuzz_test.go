@@ -20,6 +20,9 @@ import (
 // never a panic, and a parsed one answers requests.
 func FuzzParseConfig(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "upstream", "*.y*ml"))
+	dropin, _ := filepath.Glob(filepath.Join("testdata", "dropin", "*", "*.y*ml"))
+	more, _ := filepath.Glob(filepath.Join("testdata", "dropin", "*.y*ml"))
+	paths = append(append(paths, dropin...), more...)
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {

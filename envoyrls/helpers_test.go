@@ -121,3 +121,24 @@ func parseRequest(s string) *rlsv3.RateLimitRequest {
 	}
 	return req
 }
+
+// A step is a request to a service and its answer, as summary writes it.
+type step struct {
+	after time.Duration // advance the clock first
+	req   string        // as parseRequest reads it
+	want  string
+}
+
+// runSteps asks a new service with cfg, on a fresh memory store and a
+// fake clock at t0, each step's request in turn.
+func runSteps(t *testing.T, cfg *Config, steps []step, opts ...Option) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	s := NewService(cfg, memstore.New(0), append([]Option{WithClock(clk)}, opts...)...)
+	for i, st := range steps {
+		clk.Advance(st.after)
+		if got := call(t, s, parseRequest(st.req)); got != st.want {
+			t.Errorf("step %d, %s:\n got  %s\n want %s", i, st.req, got, st.want)
+		}
+	}
+}

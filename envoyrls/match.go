@@ -11,8 +11,8 @@ import (
 
 // lookup finds the rule for a request descriptor's entries, as upstream
 // does: level by level, each entry matches the descriptor with its key and
-// value, else the first wildcard (in file order) with its key whose value
-// prefixes the entry's, else the descriptor with its key and no value.
+// value, else the first wildcard (in file order) that matches it (see
+// node.matches), else the descriptor with its key and no value.
 // The rule is that of the descriptor the last entry matches: a request
 // with more or fewer entries than the configuration's depth matches
 // nothing (upstream's Example 4). A nil rule means no limit.
@@ -26,17 +26,11 @@ func (d *domain) lookup(entries []*ratelimitv3.RateLimitDescriptor_Entry) (r *ru
 		key, value := e.GetKey(), e.GetValue()
 		n := l.exact[entryKey{key, value}]
 		if n == nil {
-			for _, w := range l.wildcards {
-				if w.key == key && strings.HasPrefix(value, w.prefix) {
-					n = w
-					if w.share {
-						if shared == nil {
-							shared = make([]string, len(entries))
-						}
-						shared[i] = w.value
-					}
-					break
+			if n = l.wildcard(key, value); n != nil && n.share {
+				if shared == nil {
+					shared = make([]string, len(entries))
 				}
+				shared[i] = n.sharedValue(key)
 			}
 		}
 		if n == nil {
@@ -53,6 +47,86 @@ func (d *domain) lookup(entries []*ratelimitv3.RateLimitDescriptor_Entry) (r *ru
 		l = &n.children
 	}
 	return nil, nil
+}
+
+// wildcard returns the level's first wildcard, in file order, that
+// matches the entry key=value, or nil.
+func (l *level) wildcard(key, value string) *node {
+	for _, w := range l.wildcards {
+		if w.matches(key, value) {
+			return w
+		}
+	}
+	return nil
+}
+
+// A pattern is a wildcard descriptor's key or value split at each '*',
+// where each '*' stands for any run of characters, the empty one too:
+// "/api/*/action" is {"/api/", "/action"}. It is nil for a descriptor
+// with no '*'. When the '*' is in the key, the pattern is that of the
+// key and value joined by '_' (the key alone without a value) and is
+// matched against the entry's key and value so joined, as upstream
+// matches every wildcard; a '*' in the value alone matches within the
+// value, for the descriptor's key only.
+type pattern struct {
+	parts  []string
+	joined bool // the '*' is in the key: match key_value
+}
+
+// newPattern returns the pattern of a descriptor's key and value, nil
+// when neither has a '*'.
+func newPattern(key, value string) *pattern {
+	switch {
+	case strings.Contains(key, "*"):
+		return &pattern{parts: strings.Split(composite(key, value), "*"), joined: true}
+	case strings.Contains(value, "*"):
+		return &pattern{parts: strings.Split(value, "*")}
+	}
+	return nil
+}
+
+// composite is upstream's name for a descriptor or an entry: its key,
+// and '_' and its value when it has one.
+func composite(key, value string) string {
+	if value == "" {
+		return key
+	}
+	return key + "_" + value
+}
+
+// matches reports whether the entry key=value matches the wildcard n.
+func (n *node) matches(key, value string) bool {
+	if n.pat.joined {
+		// Upstream joins the entry's key and value even when the
+		// value is empty.
+		return n.pat.match(key + "_" + value)
+	}
+	return key == n.key && n.pat.match(value)
+}
+
+// match reports whether s matches the pattern: it begins with the first
+// part, ends with the last, and has the others in order between them.
+func (p *pattern) match(s string) bool {
+	first, last := p.parts[0], p.parts[len(p.parts)-1]
+	if len(s) < len(first)+len(last) || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[len(first) : len(s)-len(last)]
+	for _, part := range p.parts[1 : len(p.parts)-1] {
+		i := strings.Index(s, part)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(part):]
+	}
+	return true
+}
+
+// sharedValue is the value that stands, in the store key, for every
+// value of key that the shared wildcard n matches: its own value, or for
+// a '*' in the key, its pattern, as upstream's counter key has it.
+func (n *node) sharedValue(key string) string {
+	return strings.TrimPrefix(composite(n.key, n.value), key+"_")
 }
 
 // maxKeyLen is the longest store key written as is; a longer one (a

@@ -160,3 +160,34 @@ func TestStoreKey(t *testing.T) {
 		t.Errorf("a key of %d bytes was hashed", len(k))
 	}
 }
+
+func TestPatternMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"/api/*", "/api/", true},
+		{"/api/*", "/api/v1/x", true},
+		{"/api/*", "/ap", false},
+		{"*", "", true},
+		{"*.png", "a.png", true},
+		{"*.png", "a.png.bak", false},
+		{"/api/*/action", "/api/1/action", true},
+		{"/api/*/action", "/api//action", true},
+		{"/api/*/action", "/api/1/other", false},
+		{"/api/*/action", "/api/action", false}, // prefix and suffix may not overlap
+		{"ab*ba", "aba", false},
+		{"ab*ba", "abba", true},
+		{"a*b*c", "abc", true},
+		{"a*b*c", "a-c-b", false}, // in order
+		{"a*b*c", "acbc", true},
+		{"a**b", "ab", true},
+		{"*a*a*", "xaya", true},
+		{"*a*a*", "xay", false},
+	} {
+		p := newPattern("k", tc.pattern)
+		if got := p.match(tc.s); got != tc.want {
+			t.Errorf("%q matches %q: %v, want %v", tc.pattern, tc.s, got, tc.want)
+		}
+	}
+}

@@ -4,10 +4,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/floodgate/floodgate/memstore"
-
-	"github.com/floodgate/floodgate/clock"
 )
 
 // The configurations of testdata/upstream follow the examples of
@@ -17,11 +13,6 @@ func TestUpstreamExamples(t *testing.T) {
 	cfg, err := LoadConfig(filepath.Join("testdata", "upstream"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	type step struct {
-		after time.Duration // advance the clock first
-		req   string        // domain, then descriptors as k=v,k=v separated by " ; "
-		want  string
 	}
 	for _, tc := range []struct {
 		name  string
@@ -104,15 +95,6 @@ func TestUpstreamExamples(t *testing.T) {
 			{0, "api upload=u", "OK: OK 3/HOUR r=2 t=1h0m0s"},
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			clk := clock.NewFake(t0)
-			s := NewService(cfg, memstore.New(0), WithClock(clk))
-			for i, st := range tc.steps {
-				clk.Advance(st.after)
-				if got := call(t, s, parseRequest(st.req)); got != st.want {
-					t.Errorf("step %d, %s:\n got  %s\n want %s", i, st.req, got, st.want)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { runSteps(t, cfg, tc.steps) })
 	}
 }
