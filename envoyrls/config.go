@@ -15,6 +15,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate/floodgate/algo"
@@ -66,7 +67,9 @@ type rule struct {
 	replaces  []string
 	unlimited bool
 	shadow    bool
-	perUnit   uint32 // requests_per_unit; 0 blocks everything
+	quota     bool             // quota_mode: see verdict
+	metadata  *structpb.Struct // the descriptor's metadata, nil without
+	perUnit   uint32           // requests_per_unit; 0 blocks everything
 	unit      rlsv3.RateLimitResponse_RateLimit_Unit
 	period    time.Duration
 	// multiplier is a limit override's unit_multiplier (windows of
@@ -122,7 +125,7 @@ var units = map[string]struct {
 // ignored. algorithm, burst and capacity are floodgate's.
 var (
 	rootKeys       = []string{"domain", "descriptors"}
-	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric", "value_to_metric", "share_threshold"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "metadata", "detailed_metric", "value_to_metric", "share_threshold"}
 	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "burst", "capacity"}
 	replacesKeys   = []string{"name"}
 )
@@ -340,7 +343,7 @@ func (p *parser) level(l *level, list *yaml.Node, parentPath string) {
 // descriptor parses item, a descriptor of the level l under parentPath,
 // and its own descriptors.
 func (p *parser) descriptor(l *level, item *yaml.Node, parentPath string) *node {
-	n, rl, children, shadow := p.descriptorFields(item)
+	n, f := p.descriptorFields(item)
 	if n.key == "" {
 		p.fail(item, "descriptor has empty key")
 	}
@@ -355,17 +358,25 @@ func (p *parser) descriptor(l *level, item *yaml.Node, parentPath string) *node 
 	if prev := l.find(n.key, n.value); prev != nil {
 		p.fail(item, "duplicate descriptor composite key '%s' (first at line %d)", path, prev.line)
 	}
-	if rl != nil && !p.isNull(p.deref(rl)) {
-		n.rule = p.rateLimit(p.deref(rl), path, shadow)
+	if f.rl != nil && !p.isNull(p.deref(f.rl)) {
+		n.rule = p.rateLimit(p.deref(f.rl), path, f)
 	}
-	p.level(&n.children, children, path)
+	p.level(&n.children, f.children, path)
 	return n
 }
 
+// descriptorFields are the fields of a descriptor that go to its rule,
+// and its rate_limit and descriptors, which the caller parses once it
+// has checked the descriptor.
+type descriptorFields struct {
+	rl, children  *yaml.Node
+	shadow, quota bool
+	metadata      *structpb.Struct
+}
+
 // descriptorFields reads the mapping of a descriptor: its own fields into
-// n, and its rate_limit, descriptors and shadow_mode, which the caller
-// parses once it has checked n.
-func (p *parser) descriptorFields(item *yaml.Node) (n *node, rl, children *yaml.Node, shadow bool) {
+// n, the others into f.
+func (p *parser) descriptorFields(item *yaml.Node) (n *node, f descriptorFields) {
 	n = &node{line: item.Line}
 	for _, kv := range p.mapping(item, "a descriptor", descriptorKeys) {
 		switch kv.key {
@@ -374,18 +385,22 @@ func (p *parser) descriptorFields(item *yaml.Node) (n *node, rl, children *yaml.
 		case "value":
 			n.value = p.str(kv.value, "value")
 		case "rate_limit":
-			rl = kv.value
+			f.rl = kv.value
 		case "descriptors":
-			children = kv.value
+			f.children = kv.value
 		case "shadow_mode":
-			shadow = p.boolean(kv.value, "shadow_mode")
+			f.shadow = p.boolean(kv.value, "shadow_mode")
+		case "quota_mode":
+			f.quota = p.boolean(kv.value, "quota_mode")
+		case "metadata":
+			f.metadata = p.metadata(kv.value)
 		case "share_threshold":
 			n.share = p.boolean(kv.value, "share_threshold")
 		case "detailed_metric", "value_to_metric":
 			p.boolean(kv.value, kv.key) // checked, then ignored: statistics only
 		}
 	}
-	return n, rl, children, shadow
+	return n, f
 }
 
 func (l *level) find(key, value string) *node {
@@ -413,8 +428,9 @@ func (l *level) add(n *node) {
 }
 
 // rateLimit parses a rate_limit mapping.
-func (p *parser) rateLimit(m *yaml.Node, path string, shadow bool) *rule {
-	r := &rule{id: len(p.c.rules), domain: p.domain, path: path, file: p.file, line: m.Line, shadow: shadow}
+func (p *parser) rateLimit(m *yaml.Node, path string, df descriptorFields) *rule {
+	r := &rule{id: len(p.c.rules), domain: p.domain, path: path, file: p.file, line: m.Line,
+		shadow: df.shadow, quota: df.quota, metadata: df.metadata}
 	f := p.rateLimitFields(m, r)
 	for _, name := range r.replaces {
 		if name == "" {
@@ -557,7 +573,7 @@ type keyValue struct {
 // mapping returns the entries of the mapping n (what, for messages, such
 // as "a descriptor"), its merge keys ("<<") resolved as YAML 1.1 and
 // upstream's YAML library resolve them, and fails on a key not in allowed
-// and on a duplicated key.
+// (any key when allowed is nil) and on a duplicated key.
 func (p *parser) mapping(n *yaml.Node, what string, allowed []string) []keyValue {
 	n = p.deref(n)
 	if n.Kind != yaml.MappingNode {
@@ -574,7 +590,7 @@ func (p *parser) mapping(n *yaml.Node, what string, allowed []string) []keyValue
 			merged = append(merged, p.merge(v, what, allowed)...)
 			continue
 		}
-		if !slices.Contains(allowed, k.Value) {
+		if allowed != nil && !slices.Contains(allowed, k.Value) {
 			msg := fmt.Sprintf("config error, unknown key '%s' in %s", k.Value, what)
 			if s := suggest(k.Value, allowed); s != "" {
 				msg += fmt.Sprintf(" (did you mean '%s'?)", s)
@@ -654,45 +670,68 @@ func (p *parser) str(n *yaml.Node, what string) string {
 	return n.Value
 }
 
-// boolean reads a boolean as yaml.v2 does, which takes yes/no and on/off
-// too; a quoted string is not a boolean.
+// boolean reads a boolean as yaml.v2 does (see yamlBool).
 func (p *parser) boolean(n *yaml.Node, what string) bool {
 	n = p.deref(n)
-	if n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+	if plain(n) {
 		if p.isNull(n) {
 			return false
 		}
-		switch n.Value {
-		case "true", "True", "TRUE", "y", "Y", "yes", "Yes", "YES", "on", "On", "ON":
-			return true
-		case "false", "False", "FALSE", "n", "N", "no", "No", "NO", "off", "Off", "OFF":
-			return false
+		if v, ok := yamlBool(n.Value); ok {
+			return v
 		}
 	}
 	p.fail(n, "%s must be true or false, not %s", what, describe(n))
 	return false
 }
 
-// integer reads an integer as yaml.v2 does: decimal, 0x hexadecimal, 0o
-// or 0 octal, 0b binary, with '_' separators allowed.
+// integer reads an integer as yaml.v2 does (see yamlInt).
 func (p *parser) integer(n *yaml.Node, what string) int64 {
 	n = p.deref(n)
-	if n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+	if plain(n) {
 		if p.isNull(n) {
 			return 0
 		}
-		s := strings.ReplaceAll(n.Value, "_", "")
-		if v, err := strconv.ParseInt(s, 0, 64); err == nil {
+		if v, ok := yamlInt(n.Value); ok {
 			return v
-		}
-		if strings.HasPrefix(s, "0o") || strings.HasPrefix(s, "0O") {
-			if v, err := strconv.ParseInt(s[2:], 8, 64); err == nil {
-				return v
-			}
 		}
 	}
 	p.fail(n, "%s must be an integer, not %s", what, describe(n))
 	return 0
+}
+
+// plain reports whether n is a scalar written without quotes or block
+// style: the only one YAML reads as a boolean or a number.
+func plain(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0
+}
+
+// yamlBool reads the text of a plain scalar as a boolean, as yaml.v2 does,
+// which takes yes/no, y/n and on/off too.
+func yamlBool(s string) (v, ok bool) {
+	switch s {
+	case "true", "True", "TRUE", "y", "Y", "yes", "Yes", "YES", "on", "On", "ON":
+		return true, true
+	case "false", "False", "FALSE", "n", "N", "no", "No", "NO", "off", "Off", "OFF":
+		return false, true
+	}
+	return false, false
+}
+
+// yamlInt reads the text of a plain scalar as an integer, as yaml.v2
+// does: decimal, 0x hexadecimal, 0o or 0 octal, 0b binary, with '_'
+// separators allowed.
+func yamlInt(s string) (int64, bool) {
+	s = strings.ReplaceAll(s, "_", "")
+	if v, err := strconv.ParseInt(s, 0, 64); err == nil {
+		return v, true
+	}
+	if strings.HasPrefix(s, "0o") || strings.HasPrefix(s, "0O") {
+		if v, err := strconv.ParseInt(s[2:], 8, 64); err == nil {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 func kindName(n *yaml.Node) string {

@@ -202,6 +202,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative burst", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: token-bucket, burst: -5}\n", 4, "burst -5 is negative"},
 		{"burst draining for centuries", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 1, algorithm: token-bucket, burst: 1000}\n", 4, "years to drain; the most is 100"},
 		{"burst with a zero limit", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0, algorithm: token-bucket, burst: 5}\n", 4, "requests_per_unit 0 blocks everything and takes no burst"},
+		{"metadata not a mapping", "domain: a\ndescriptors:\n  - key: k\n    metadata: [x]\n", 4, "metadata must be a mapping, not a list"},
+		{"bad quota_mode", "domain: a\ndescriptors:\n  - key: k\n    quota_mode: sometimes\n", 4, `quota_mode must be true or false, not "sometimes"`},
 		{"merge of a scalar", "domain: a\ndescriptors:\n  - key: k\n    <<: 5\n", 4, "a merge key (<<) takes a mapping"},
 		{"unknown key with an anchor", "x: &x {shadowmode: true}\n", 1, "unknown key 'x' in the file"},
 		{"billion laughs", laughs(), 0, "more than"},

@@ -83,6 +83,16 @@
 //     truth in limit_remaining, but its status is OK: the rule never
 //     denies. WithShadowMode does the same for the whole service, except
 //     that the statuses stay OVER_LIMIT and only the overall code is OK.
+//   - quota_mode: true on a descriptor (WithQuotaMode: on every one, as
+//     upstream's QUOTA_MODE) counts and answers its status as usual, but
+//     the overall code is OVER_LIMIT only when every descriptor in quota
+//     mode is over (or another descriptor is): a caller asking about
+//     several quotas learns which have some left.
+//   - metadata on a descriptor (any mapping) comes back, with
+//     WithDynamicMetadata (upstream's RESPONSE_DYNAMIC_METADATA), in the
+//     answer's dynamic_metadata under "metadata", merged from the rules
+//     of the descriptors not over their limit, next to the request's
+//     domain, descriptors and hits_addend.
 //   - name and replaces: when a request has a descriptor whose rule
 //     replaces the name of another descriptor's rule, that other
 //     descriptor is not decided at all (status OK, nothing counted).
@@ -120,9 +130,10 @@
 //     files with one domain are an error, as by default upstream (its
 //     MERGE_DOMAIN_CONFIG setting has no equivalent); a month is always
 //     30 days (upstream's default; it has a setting for calendar months).
-//   - Upstream's statistics, local cache and quota mode are not here:
-//     the serving process adds what it needs, with Stats and
-//     WithObserver.
+//   - Upstream's statistics and local cache are not here: the serving
+//     process adds what it needs, with Stats and WithObserver. Upstream
+//     leaves a rule's metadata out of the answer when detailed_metric or
+//     value_to_metric renames its statistics; floodgate always sends it.
 //   - Response headers (WithResponseHeaders) describe the descriptor
 //     upstream's describe, with the values of its status, so that they
 //     differ from upstream's only where the status does (a
@@ -143,14 +154,16 @@
 //	      name: <name>                 # for replaces
 //	      replaces: [{name: <name>}, ...]
 //	    shadow_mode: <bool>
+//	    quota_mode: <bool>
+//	    metadata: <mapping>            # sent back with WithDynamicMetadata
 //	    share_threshold: <bool>        # on a wildcard ('*') only
 //	    detailed_metric: <bool>        # accepted, ignored: statistics only
 //	    value_to_metric: <bool>        # accepted, ignored: statistics only
 //	    descriptors: [...]             # nested descriptors
 //
-// A key that is not in this list where it stands is an error naming it,
-// so that a typo (shadowmode) is caught instead of silently ignored
-// (upstream checks every key against one list of all the keys, so it
+// A key that is not in this list where it stands is an error naming it
+// (metadata holds any keys), so that a typo (shadowmode) is caught
+// instead of silently ignored (upstream checks every key against one list of all the keys, so it
 // accepts a key in the wrong place, and ignores it). A file of more than
 // one YAML document is an error too (upstream reads the first). YAML is
 // otherwise read as upstream's library reads it: a number or a boolean

@@ -55,7 +55,56 @@ func TestDropIn(t *testing.T) {
 			{0, "routes x-tenant-acme=silver", "OK: OK 1/SECOND t=1s"},
 			{0, "routes x-tenant=gold", "OK: OK"},
 		}},
+		{"quota mode: over when every quota is", []step{
+			{0, "backends backend=primary ; backend=fallback", "OK: OK 1/MINUTE t=1m0s | OK 2/MINUTE r=1 t=1m0s"},
+			{0, "backends backend=primary ; backend=fallback", "OK: OVER_LIMIT 1/MINUTE t=1m0s | OK 2/MINUTE t=1m0s"},
+			{0, "backends backend=primary ; backend=fallback", "OVER_LIMIT: OVER_LIMIT 1/MINUTE t=1m0s | OVER_LIMIT 2/MINUTE t=1m0s"},
+			{time.Minute, "backends backend=primary ; backend=fallback", "OK: OK 1/MINUTE t=1m0s | OK 2/MINUTE r=1 t=1m0s"},
+		}},
+		{"quota mode: one quota alone is a limit", []step{
+			{0, "backends backend=primary ; client=c1", "OK: OK 1/MINUTE t=1m0s | OK 3/MINUTE r=2 t=1m0s"},
+			{0, "backends backend=primary ; client=c1", "OVER_LIMIT: OVER_LIMIT 1/MINUTE t=1m0s | OK 3/MINUTE r=1 t=1m0s"},
+		}},
+		{"quota mode: a rule outside it does not count as a quota", []step{
+			{0, "backends client=c2 ; backend=fallback", "OK: OK 3/MINUTE r=2 t=1m0s | OK 2/MINUTE r=1 t=1m0s"},
+			{0, "backends client=c2 ; backend=fallback", "OK: OK 3/MINUTE r=1 t=1m0s | OK 2/MINUTE t=1m0s"},
+			{0, "backends client=c2 ; backend=fallback", "OVER_LIMIT: OK 3/MINUTE t=1m0s | OVER_LIMIT 2/MINUTE t=1m0s"},
+			{0, "backends client=c2 ; backend=fallback", "OVER_LIMIT: OVER_LIMIT 3/MINUTE t=1m0s | OVER_LIMIT 2/MINUTE t=1m0s"},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSteps(t, cfg, tc.steps) })
 	}
+}
+
+// WithQuotaMode puts every descriptor in quota mode, as upstream's
+// QUOTA_MODE; a rule's shadow_mode still answers OK.
+func TestQuotaModeOption(t *testing.T) {
+	cfg := mustParse(t, `
+domain: q
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: s
+    shadow_mode: true
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`)
+	t.Run("every quota over", func(t *testing.T) {
+		runSteps(t, cfg, []step{
+			{0, "q a=1 ; b=1", "OK: OK 1/MINUTE t=1m0s | OK 1/MINUTE t=1m0s"},
+			{0, "q a=1 ; b=2", "OK: OVER_LIMIT 1/MINUTE t=1m0s | OK 1/MINUTE t=1m0s"},
+			{0, "q a=1 ; b=2", "OVER_LIMIT: OVER_LIMIT 1/MINUTE t=1m0s | OVER_LIMIT 1/MINUTE t=1m0s"},
+			{0, "q a=1 ; nomatch=x", "OK: OVER_LIMIT 1/MINUTE t=1m0s | OK"},
+		}, WithQuotaMode(true))
+	})
+	t.Run("shadow mode", func(t *testing.T) {
+		runSteps(t, cfg, []step{
+			{0, "q s=1", "OK: OK 1/MINUTE t=1m0s"},
+			{0, "q s=1", "OK: OK 1/MINUTE t=1m0s"}, // over, in shadow mode
+			{0, "q s=1 ; a=1", "OK: OK 1/MINUTE t=1m0s | OK 1/MINUTE t=1m0s"},
+			{0, "q s=1 ; a=1", "OVER_LIMIT: OK 1/MINUTE t=1m0s | OVER_LIMIT 1/MINUTE t=1m0s"},
+		})
+	})
 }

@@ -25,9 +25,14 @@ var t0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 // yamlText, reading a fake clock set to t0.
 func newService(t testing.TB, yamlText string, opts ...Option) (*Service, *clock.Fake) {
 	t.Helper()
+	return newServiceWith(t, mustParse(t, yamlText), opts...)
+}
+
+// newServiceWith is newService with a parsed configuration.
+func newServiceWith(t testing.TB, cfg *Config, opts ...Option) (*Service, *clock.Fake) {
+	t.Helper()
 	clk := clock.NewFake(t0)
-	s := NewService(mustParse(t, yamlText), memstore.New(0), append([]Option{WithClock(clk)}, opts...)...)
-	return s, clk
+	return NewService(cfg, memstore.New(0), append([]Option{WithClock(clk)}, opts...)...), clk
 }
 
 // descriptor builds a request descriptor from key, value pairs.

@@ -14,8 +14,11 @@ type options struct {
 	clock    clock.Clock // nil: the real clock
 	log      *slog.Logger
 	shadow   bool
+	quota    bool
 	headers  Headers
 	observer func(context.Context, Outcome)
+	// dynamicMetadata: see WithDynamicMetadata
+	dynamicMetadata bool
 }
 
 // defaults returns the configuration before any option.
@@ -63,3 +66,20 @@ func WithObserver(f func(context.Context, Outcome)) Option {
 // LIMIT_RESPONSE_HEADERS_ENABLED does (see Headers for the fields and the
 // descriptor they describe). The default is NoHeaders.
 func WithResponseHeaders(h Headers) Option { return optionFunc(func(o *options) { o.headers = h }) }
+
+// WithQuotaMode puts every descriptor in quota mode, like
+// envoyproxy/ratelimit's QUOTA_MODE setting and as quota_mode does for
+// one rule: a descriptor over its limit is still answered OVER_LIMIT,
+// but the overall code is OVER_LIMIT only when every descriptor is.
+func WithQuotaMode(on bool) Option { return optionFunc(func(o *options) { o.quota = on }) }
+
+// WithDynamicMetadata makes every answer carry dynamic metadata, like
+// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA setting: the request's
+// domain, its descriptors (entries written key=value, limit, hitsAddend)
+// and hitsAddend, and under "metadata" the metadata of the rules of the
+// descriptors that were not over their limit, merged in the request's
+// order. Envoy can route on it, with quota_mode, to a service that has
+// quota left.
+func WithDynamicMetadata(on bool) Option {
+	return optionFunc(func(o *options) { o.dynamicMetadata = on })
+}

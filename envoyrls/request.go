@@ -53,7 +53,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		// Upstream answers OK, with no limit, for a domain it does not know.
 		s.unknown.Add(1)
 		s.ok.Add(1)
-		return allOK(len(req.Descriptors)), nil
+		return s.withMetadata(req, allOK(len(req.Descriptors)), nil), nil
 	}
 	ds, err := s.match(b, dom, req)
 	if err != nil {
@@ -64,6 +64,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if err != nil {
 		return nil, err
 	}
+	s.withMetadata(req, resp, ds)
 	switch {
 	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 		s.over.Add(1)
@@ -192,12 +193,14 @@ func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now 
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
 	msgs := make([]messages, len(ds))
+	var v verdict
 	for i := range ds {
 		d, m := &ds[i], &msgs[i]
 		switch {
 		case d.r == nil:
 			m.status.Code = rlsv3.RateLimitResponse_OK
 			resp.Statuses[i] = &m.status
+			v.add(m.status.Code, s.opts.quota)
 		case d.r.unlimited:
 			// Upstream's answer for an unlimited rule: OK, with the most
 			// a uint32 holds remaining, and no limit.
@@ -211,17 +214,55 @@ func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now 
 				s.opts.observer(ctx, Outcome{Domain: domainName, Rule: d.r.path, Name: d.r.name, Policy: d.r.policy, Hits: d.n, Over: d.over(), Code: st.Code})
 			}
 			resp.Statuses[i] = st
-			if !d.d.Allowed {
-				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			}
+			v.add(st.Code, s.opts.quota || d.r.quota)
 		}
 	}
+	resp.OverallCode = v.code(s.opts.shadow)
 	if s.opts.headers != NoHeaders {
 		if i := binding(resp.Statuses); i >= 0 {
 			resp.ResponseHeadersToAdd = s.opts.headers.responseHeaders(domainName, &ds[i], resp.Statuses[i])
 		}
 	}
 	return resp, nil
+}
+
+// A verdict tallies the statuses of a request's descriptors (but those
+// of unlimited rules) into the answer's overall code, as upstream does:
+// OVER_LIMIT when a descriptor not in quota mode is, or when every
+// descriptor in quota mode is, and there is one; OK in shadow mode
+// (WithShadowMode). A descriptor in quota mode (quota_mode, or
+// WithQuotaMode) that is over its limit keeps its status OVER_LIMIT:
+// the caller reads the statuses to choose among several quotas.
+type verdict struct{ over, quota, quotaOver int }
+
+func (v *verdict) add(code rlsv3.RateLimitResponse_Code, quota bool) {
+	over := code == rlsv3.RateLimitResponse_OVER_LIMIT
+	switch {
+	case quota && over:
+		v.quota++
+		v.quotaOver++
+	case quota:
+		v.quota++
+	case over:
+		v.over++
+	}
+}
+
+func (v *verdict) code(shadow bool) rlsv3.RateLimitResponse_Code {
+	if !shadow && (v.over > 0 || (v.quota > 0 && v.quotaOver == v.quota)) {
+		return rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	return rlsv3.RateLimitResponse_OK
+}
+
+// withMetadata sets resp's dynamic metadata, with WithDynamicMetadata,
+// and returns resp; ds are the request's descriptors as decided, nil when
+// its domain is unknown.
+func (s *Service) withMetadata(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse, ds []desc) *rlsv3.RateLimitResponse {
+	if s.opts.dynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, resp.Statuses, ds)
+	}
+	return resp
 }
 
 // dryRun reports whether a descriptor was over its limit but let through
