@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -26,8 +27,9 @@ import (
 // one Config may serve several Services (each keeps its own state).
 // The zero Config, like a nil *Config, has no domain.
 type Config struct {
-	domains map[string]*domain
-	rules   []*rule // every rule of every domain; rule.id indexes it
+	domains  map[string]*domain
+	rules    []*rule  // every rule of every domain; rule.id indexes it
+	warnings []string // see Warnings
 }
 
 // A domain is one file's descriptor tree.
@@ -167,57 +169,108 @@ func ParseConfig(files map[string][]byte) (*Config, error) {
 	return c, nil
 }
 
-// LoadConfig reads every *.yaml and *.yml file of dir, except those whose
-// names begin with a dot, and parses them with ParseConfig. dir is the
-// directory that holds the files, RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config
-// in envoyproxy/ratelimit's layout; when dir holds no such file but has a
-// subdirectory named config, LoadConfig reads that instead, so that
-// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY works too. Symbolic links are followed
-// (a Kubernetes ConfigMap mounts its files as links). A directory without
+// LoadConfig reads every *.yaml and *.yml file of dir and of its
+// subdirectories, as upstream does, and parses them with ParseConfig. dir
+// is the directory that holds the files,
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config in envoyproxy/ratelimit's
+// layout; when dir holds no file itself but has a subdirectory named
+// config, LoadConfig reads that instead, so that
+// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY works too. Symbolic links to files
+// are followed (a Kubernetes ConfigMap mounts its files as links), links
+// to directories are not, and files and directories whose names begin
+// with a dot are skipped (a ConfigMap's ..data). A directory without
 // files gives a Config with no domain.
+//
+// Upstream reads every file of the tree, dot files included unless
+// RUNTIME_IGNOREDOTFILES is set: each file that it would read and
+// LoadConfig skips is named in the Config's Warnings, which a Service
+// logs.
 func LoadConfig(dir string) (*Config, error) {
-	files, err := readYAMLDir(dir)
+	root, err := configRoot(dir)
 	if err != nil {
 		return nil, err
 	}
-	if len(files) == 0 {
-		sub := filepath.Join(dir, "config")
-		if fi, err := os.Stat(sub); err == nil && fi.IsDir() {
-			if files, err = readYAMLDir(sub); err != nil {
-				return nil, err
-			}
-		}
+	files, warnings, err := readYAMLTree(root)
+	if err != nil {
+		return nil, err
 	}
-	return ParseConfig(files)
+	c, err := ParseConfig(files)
+	if err != nil {
+		return nil, err
+	}
+	c.warnings = warnings
+	return c, nil
 }
 
-func readYAMLDir(dir string) (map[string][]byte, error) {
+// configRoot returns dir, or its subdirectory config when dir holds no
+// file but that directory.
+func configRoot(dir string) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("envoyrls: reading the configuration: %w", err)
+		return "", fmt.Errorf("envoyrls: reading the configuration: %w", err)
 	}
-	files := make(map[string][]byte)
+	sub := false
 	for _, e := range entries {
-		name := e.Name()
-		ext := filepath.Ext(name)
-		if strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
-			continue
+		switch {
+		case e.Name() == "config" && e.IsDir():
+			sub = true
+		case !e.IsDir() && !strings.HasPrefix(e.Name(), "."):
+			return dir, nil
 		}
-		path := filepath.Join(dir, name)
-		fi, err := os.Stat(path) // follows links
-		if err != nil {
-			return nil, fmt.Errorf("envoyrls: reading the configuration: %w", err)
-		}
-		if !fi.Mode().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("envoyrls: reading the configuration: %w", err)
-		}
-		files[path] = data
 	}
-	return files, nil
+	if sub {
+		return filepath.Join(dir, "config"), nil
+	}
+	return dir, nil
+}
+
+// readYAMLTree reads the configuration files under root (see LoadConfig),
+// by path, and returns a warning for each file skipped that upstream
+// would read.
+func readYAMLTree(root string) (files map[string][]byte, warnings []string, err error) {
+	files = make(map[string][]byte)
+	err = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case path == root:
+			return nil
+		case e.IsDir() && strings.HasPrefix(e.Name(), "."):
+			return filepath.SkipDir
+		case e.IsDir():
+			return nil
+		}
+		fi, err := os.Stat(path) // follows links
+		if err != nil || !fi.Mode().IsRegular() {
+			return err
+		}
+		name, ext := e.Name(), filepath.Ext(e.Name())
+		switch {
+		case ext != ".yaml" && ext != ".yml":
+			if !strings.HasPrefix(name, ".") {
+				warnings = append(warnings, fmt.Sprintf("%s skipped: not a .yaml or .yml file (upstream would read it)", path))
+			}
+		case strings.HasPrefix(name, "."):
+			warnings = append(warnings, fmt.Sprintf("%s skipped: its name begins with a dot (upstream reads it unless RUNTIME_IGNOREDOTFILES is set)", path))
+		default:
+			files[path], err = os.ReadFile(path)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("envoyrls: reading the configuration: %w", err)
+	}
+	return files, warnings, nil
+}
+
+// Warnings returns what LoadConfig found that upstream would have read
+// and floodgate did not: a sentence for each file, naming it. A Service
+// logs them, at level Warn, when it is given the Config.
+func (c *Config) Warnings() []string {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
 }
 
 // Domains returns the names of the configuration's domains, sorted.

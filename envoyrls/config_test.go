@@ -1,8 +1,10 @@
 package envoyrls
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -341,13 +343,23 @@ func TestLoadConfig(t *testing.T) {
 		write(t, filepath.Join(dir, ".hidden.yaml"), "domain: hidden\n")
 		write(t, filepath.Join(dir, "notes.txt"), "not yaml")
 		write(t, filepath.Join(dir, "a.yaml.swp"), "not yaml")
-		write(t, filepath.Join(dir, "sub", "c.yaml"), "domain: nested\n") // not read: not recursive
+		write(t, filepath.Join(dir, "sub", "c.yaml"), "domain: nested\n")
+		write(t, filepath.Join(dir, "sub", "deeper", "d.yaml"), "domain: deeper\n")
+		write(t, filepath.Join(dir, ".git", "e.yaml"), "domain: dot-directory\n")
 		c, err := LoadConfig(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.Domains(); !slices.Equal(got, []string{"a", "b"}) {
-			t.Errorf("Domains() = %v, want [a b]", got)
+		if got := c.Domains(); !slices.Equal(got, []string{"a", "b", "deeper", "nested"}) {
+			t.Errorf("Domains() = %v, want [a b deeper nested]", got)
+		}
+		// Each file upstream would read, and LoadConfig did not, warned.
+		var warned []string
+		for _, w := range c.Warnings() {
+			warned = append(warned, strings.TrimPrefix(strings.Fields(w)[0], dir+string(filepath.Separator)))
+		}
+		if want := []string{".hidden.yaml", "a.yaml.swp", "notes.txt"}; !slices.Equal(warned, want) {
+			t.Errorf("Warnings() = %q, want one for each of %q", c.Warnings(), want)
 		}
 	})
 	t.Run("upstream's runtime layout", func(t *testing.T) {
@@ -429,5 +441,26 @@ func TestRulePolicies(t *testing.T) {
 	c := mustParse(t, everyFeature)
 	if r := ruleFor(t, c, "features", "bucket", "x"); r.policy != algo.MustParsePolicy("token-bucket 100/1m burst=20") {
 		t.Errorf("policy = %v", r.policy)
+	}
+}
+
+// A Service logs its configuration's warnings, at level Warn, when it
+// is given it.
+func TestServiceLogsConfigWarnings(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"a.yaml": "domain: a\n", "b.conf": "domain: b\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	s := NewService(c, nil, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	s.SetConfig(c)
+	if got := strings.Count(buf.String(), "level=WARN"); got != 2 || !strings.Contains(buf.String(), "b.conf skipped") {
+		t.Errorf("logged %d warnings, want 2 naming b.conf:\n%s", got, buf.String())
 	}
 }

@@ -126,6 +126,10 @@
 //     (algo.MaxLimit); a limit override's unit_multiplier is honoured.
 //   - A rule that changed starts its windows afresh after SetConfig
 //     (upstream keeps the count, its counter's key naming no limit).
+//   - LoadConfig reads the *.yaml and *.yml files of the directory tree,
+//     never a dot file; upstream reads every file, dot files too by
+//     default. Each file it skips that upstream would read is a warning
+//     (Config.Warnings), which the Service logs.
 //   - Configuration files are checked more strictly (see below); two
 //     files with one domain are an error, as by default upstream (its
 //     MERGE_DOMAIN_CONFIG setting has no equivalent); a month is always
@@ -217,10 +221,11 @@
 // A Service is the gRPC service (rlsv3.RegisterRateLimitServiceServer)
 // and, with JSONHandler, the HTTP one; its methods are safe for
 // concurrent use. Stats counts its answers, WithObserver reports each
-// descriptor's, and WithLogger logs store failures and configuration
-// changes. WithResponseHeaders asks Envoy to add rate-limit header fields
-// to the client's response (response_headers_to_add), as upstream's
-// LIMIT_RESPONSE_HEADERS_ENABLED does: upstream's RateLimit-Limit,
-// RateLimit-Remaining and RateLimit-Reset, the same as X-RateLimit-*, or
-// the IETF draft's RateLimit-Policy and RateLimit (see Headers).
+// descriptor's, and WithLogger logs store failures, configuration
+// changes and the configuration's warnings. WithResponseHeaders asks
+// Envoy to add rate-limit header fields to the client's response
+// (response_headers_to_add), as upstream's LIMIT_RESPONSE_HEADERS_ENABLED
+// does: upstream's RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset, the same as X-RateLimit-*, or the IETF draft's
+// RateLimit-Policy and RateLimit (see Headers).
 package envoyrls

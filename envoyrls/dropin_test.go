@@ -71,6 +71,9 @@ func TestDropIn(t *testing.T) {
 			{0, "backends client=c2 ; backend=fallback", "OVER_LIMIT: OK 3/MINUTE t=1m0s | OVER_LIMIT 2/MINUTE t=1m0s"},
 			{0, "backends client=c2 ; backend=fallback", "OVER_LIMIT: OVER_LIMIT 3/MINUTE t=1m0s | OVER_LIMIT 2/MINUTE t=1m0s"},
 		}},
+		{"a file in a subdirectory", []step{
+			{0, "payments card=4111", "OK: OK 2/HOUR r=1 t=1h0m0s"},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runSteps(t, cfg, tc.steps) })
 	}

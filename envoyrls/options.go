@@ -36,8 +36,9 @@ func (f optionFunc) apply(o *options) { f(o) }
 func WithClock(c clock.Clock) Option { return optionFunc(func(o *options) { o.clock = c }) }
 
 // WithLogger logs to l: store failures at level Error, rules whose table
-// the store refused at Error when the configuration is set, and
-// configuration changes at Info. By default the service logs nothing.
+// the store refused at Error when the configuration is set, the
+// configuration's Warnings at Warn, and configuration changes at Info.
+// By default the service logs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *options) {
 		if l != nil {

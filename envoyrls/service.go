@@ -112,6 +112,9 @@ func (s *Service) bind(cfg *Config) *bound {
 		cfg = &Config{}
 	}
 	b := &bound{cfg: cfg, given: given, limiters: make([]limiter, len(cfg.rules))}
+	for _, w := range cfg.warnings {
+		s.opts.log.Warn("envoyrls: configuration: " + w)
+	}
 	for _, r := range cfg.rules {
 		if r.policy.IsZero() {
 			continue
