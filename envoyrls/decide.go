@@ -14,13 +14,15 @@ import (
 )
 
 // decide decides the descriptors of a request that have a limit, all at
-// now. A rule of requests_per_unit 0 is over without the store. The
-// others are decided through their limiters by floodgate.AllowEachAt,
-// each as if alone, in one step of the store (on Redis, one script call
-// for the whole request, as upstream pipelines its increments), in
-// rounds when a fixed window's counter appears more than once (see
-// rounds). Once a round fails, the later rounds' descriptors fail with
-// its error, undecided; a descriptor's error is in its desc.
+// now. A rule of floodgate's algorithms with requests_per_unit 0 is over
+// without the store. The others are decided through their limiters by
+// floodgate.AllowEachAt, each as if alone, in one step of the store (on
+// Redis, one script call for the whole request, as upstream pipelines
+// its increments); a descriptor's error is in its desc.
+//
+// A fixed window's limiter is its domain's counter for that window
+// length (see counterPolicy), which counts every hit, as upstream's
+// counter does: decided turns the count into the rule's answer.
 func (s *Service) decide(ctx context.Context, ds []desc, now int64) {
 	var few [8]int
 	todo := few[:0]
@@ -28,34 +30,38 @@ func (s *Service) decide(ctx context.Context, ds []desc, now int64) {
 		switch d := &ds[i]; {
 		case !d.limited():
 		case !d.r.onStore():
-			d.d = s.blocked(d.r)
+			d.decided(s.blocked(d.r), nil)
 		case d.l.err != nil:
 			d.err = d.l.err
 		default:
 			todo = append(todo, i)
 		}
 	}
+	if len(todo) == 0 {
+		return
+	}
 	at := time.Unix(0, now)
-	last := rounds(ds, todo)
-	for round := 0; round <= last; round++ {
-		batch := todo
-		if last > 0 {
-			batch = inRound(ds, todo, round)
+	var fewChecks [4]floodgate.Check
+	checks := fewChecks[:0]
+	for _, i := range todo {
+		checks = append(checks, floodgate.Check{Limiter: ds[i].l.l, Key: ds[i].key, N: ds[i].n, Peek: ds[i].n == 0})
+	}
+	failed := false
+	allowEachAt(ctx, at, checks, func(j int, dec floodgate.Decision, err error) {
+		if err := ds[todo[j]].decided(dec, err); err != nil {
+			failed = true
 		}
-		if err := decideRound(ctx, ds, batch, at); err != nil {
-			for _, i := range todo {
-				if ds[i].round > round {
-					ds[i].err = err
-				}
-			}
-			return
-		}
+	})
+	if !failed {
+		saturate(ctx, ds, todo, at)
 	}
 }
 
-// onStore reports whether the rule's descriptors are decided on the store:
-// a limit of 0 (upstream's blacklist) is over without it.
-func (r *rule) onStore() bool { return r.perUnit != 0 }
+// onStore reports whether the rule's descriptors are decided on the
+// store: all but the rules of floodgate's algorithms with a limit of 0,
+// which are over without it. A fixed window of 0 is counted, as
+// upstream's is: a check of 0 hits on an unused window is not over.
+func (r *rule) onStore() bool { return r.upstream || r.perUnit != 0 }
 
 // blocked is the decision of a rule of requests_per_unit 0: over, or in
 // shadow mode let through as a dry run's denial, as its limiter would.
@@ -64,100 +70,16 @@ func (s *Service) blocked(r *rule) floodgate.Decision {
 	return floodgate.Decision{Allowed: dry, DryRun: dry}
 }
 
-// rounds puts the descriptors todo (indexes of ds) in rounds, and
-// returns the last: the k-th descriptor of a fixed window's counter (its
-// table and key) goes in round k, and all the others in round 0. Upstream
-// adds a request's increments up, in order, so that a descriptor is
-// decided after the earlier ones of its counter, and after the
-// saturation of those that went over (see saturate): that takes a round
-// of its own. AllowEach decides the descriptors of one counter in order
-// too, so the other algorithms, which need no saturation, need no round.
-// Nearly every request has one round. Every limiter of a request has its
-// domain's name, so that a counter is a policy and a key.
-func rounds(ds []desc, todo []int) (last int) {
-	if len(todo) < 2 {
-		return 0
-	}
-	if len(todo) > maxScan {
-		return roundsOfMany(ds, todo)
-	}
-	for j, i := range todo {
-		d := &ds[i]
-		if !d.r.upstream {
-			continue
-		}
-		for _, e := range todo[:j] {
-			if ds[e].r.policy == d.r.policy && ds[e].key == d.key {
-				d.round++
-			}
-		}
-		last = max(last, d.round)
-	}
-	return last
-}
-
-// maxScan is the most descriptors whose rounds rounds finds by comparing
-// each with those before it, rather than with a map.
-const maxScan = 8
-
-// roundsOfMany is rounds for more than maxScan descriptors.
-func roundsOfMany(ds []desc, todo []int) (last int) {
-	type counter struct {
-		p   algo.Policy
-		key string
-	}
-	seen := make(map[counter]int)
-	for _, i := range todo {
-		d := &ds[i]
-		if !d.r.upstream {
-			continue
-		}
-		k := counter{d.r.policy, d.key}
-		d.round = seen[k]
-		seen[k] = d.round + 1
-		last = max(last, d.round)
-	}
-	return last
-}
-
-// inRound returns the descriptors of todo in round.
-func inRound(ds []desc, todo []int, round int) []int {
-	var batch []int
-	for _, i := range todo {
-		if ds[i].round == round {
-			batch = append(batch, i)
-		}
-	}
-	return batch
-}
-
-// decideRound decides the descriptors batch (indexes of ds) at one
-// instant, then saturates the fixed windows that went over. It returns
-// the first error, which it also sets on the descriptors that it kept
-// from a decision.
-func decideRound(ctx context.Context, ds []desc, batch []int, at time.Time) error {
-	if len(batch) == 1 { // the usual request: see allowEachAt
-		d := &ds[batch[0]]
-		if err := d.decided(d.l.l.AllowAt(ctx, d.key, at, d.n)); err != nil {
-			return err
-		}
-		return saturate(ctx, ds, batch, at)
-	}
-	var few [4]floodgate.Check
-	checks := few[:0]
-	for _, i := range batch {
-		checks = append(checks, floodgate.Check{Limiter: ds[i].l.l, Key: ds[i].key, N: ds[i].n, Peek: ds[i].n == 0})
-	}
-	var first error
-	allowEachAt(ctx, at, checks, func(j int, dec floodgate.Decision, err error) {
-		if err := ds[batch[j]].decided(dec, err); err != nil && first == nil {
-			first = err
-		}
-	})
-	if first != nil {
-		return first
-	}
-	return saturate(ctx, ds, batch, at)
+// counterPolicy is the policy of the counters of the fixed windows of
+// length period: a fixed window that admits all but more than
+// algo.MaxLimit hits, since requests_per_unit is at most that. Every
+// fixed-window limit of a domain with that window, configured or carried
+// by a request, counts a descriptor's hits on that one counter, whatever
+// its requests_per_unit, as upstream's counter key names no limit: a
+// limit override shares the configured rule's count, and a rule whose
+// requests_per_unit changed keeps its count.
+func counterPolicy(period time.Duration) (algo.Policy, error) {
+	return algo.New(algo.FixedWindow, algo.MaxLimit, period, 0)
 }
 
 // allowEachAt decides checks at one instant, as floodgate.AllowEachAt,
@@ -182,55 +104,66 @@ func allowEachAt(ctx context.Context, at time.Time, checks []floodgate.Check, f 
 }
 
 // decided sets the descriptor's decision and returns its error, if it
-// has one: a cost above the burst is a denial like another.
+// has one: a cost above the burst is a denial like another. For a fixed
+// window, the decision is its counter's: the hits counted in the window
+// (this descriptor's included) are algo.MaxLimit less what it has left,
+// and the descriptor is over when they are more than requests_per_unit,
+// as upstream's; a counter that refused the hits is past every limit.
 func (d *desc) decided(dec floodgate.Decision, err error) error {
 	d.d = dec
 	if err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
 		d.err = err
 		return err
 	}
+	if !d.r.upstream {
+		d.over, d.remaining = !dec.Allowed || dec.DryRun, dec.Remaining
+		return nil
+	}
+	count := algo.MaxLimit - dec.Remaining
+	d.over = !dec.Allowed || count > int64(d.r.perUnit)
+	if !d.over {
+		d.remaining = int64(d.r.perUnit) - count
+	}
 	return nil
 }
 
-// saturate spends what is left of the fixed windows of batch that a
-// descriptor went over. Upstream's counter adds every request's hits,
-// denied or not, so that once a request has gone over the limit every
-// later one in the window is over too, even one that would fit in what
-// was left; spending the rest gives floodgate's window the same answers.
-// It retries those that a concurrent request spent some of first. An
-// error is the descriptor's.
-func saturate(ctx context.Context, ds []desc, batch []int, at time.Time) error {
+// saturate fills the counters of the descriptors of batch that the
+// counter refused (a cost of more than it has left of algo.MaxLimit),
+// so that every later request in the window is over, as upstream's
+// counter, which takes any cost, would have them. It retries those that
+// a concurrent request spent some of first. An error is the
+// descriptor's.
+func saturate(ctx context.Context, ds []desc, batch []int, at time.Time) {
 	var checks []floodgate.Check
 	var idx []int
 	for _, i := range batch {
-		if d := &ds[i]; d.r.upstream && d.over() && d.d.Remaining > 0 {
+		if d := &ds[i]; d.r.upstream && !d.d.Allowed && d.d.Remaining > 0 {
 			checks = append(checks, floodgate.Check{Limiter: d.l.l, Key: d.key, N: d.d.Remaining})
 			idx = append(idx, i)
 		}
 	}
 	for range 4 {
 		if len(checks) == 0 {
-			return nil
+			return
 		}
-		var failed error
+		failed := false
 		rest, restIdx := checks[:0], idx[:0] // those still short, in place
 		allowEachAt(ctx, at, checks, func(j int, d floodgate.Decision, err error) {
 			switch {
-			case failed != nil:
+			case failed:
 			case err != nil:
-				ds[idx[j]].err, failed = err, err
-			case (!d.Allowed || d.DryRun) && d.Remaining > 0:
+				ds[idx[j]].err, failed = err, true
+			case !d.Allowed && d.Remaining > 0:
 				c := checks[j]
 				c.N = d.Remaining
 				rest, restIdx = append(rest, c), append(restIdx, idx[j])
 			}
 		})
-		if failed != nil {
-			return failed
+		if failed {
+			return
 		}
 		checks, idx = rest, restIdx
 	}
-	return nil
 }
 
 // status sets m to a decided descriptor's status, and returns it. Shadow
@@ -241,11 +174,11 @@ func (d *desc) status(now int64, m *messages) *rlsv3.RateLimitResponse_Descripto
 	st := &m.status
 	st.Code, st.CurrentLimit = rlsv3.RateLimitResponse_OK, d.r.current(&m.limit)
 	m.reset.Seconds, st.DurationUntilReset = d.untilReset(now), &m.reset
-	switch over := d.over(); {
-	case over && !d.r.shadow:
+	switch {
+	case d.over && !d.r.shadow:
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-	case !over:
-		st.LimitRemaining = uint32(d.d.Remaining)
+	case !d.over:
+		st.LimitRemaining = uint32(d.remaining)
 	}
 	return st
 }
@@ -258,7 +191,7 @@ func (d *desc) untilReset(now int64) int64 {
 	switch r := d.r; {
 	case r.upstream || !r.onStore():
 		return windowReset(now, r.period)
-	case d.over() && d.d.RetryAfter != algo.Never:
+	case d.over && d.d.RetryAfter != algo.Never:
 		return seconds.Ceil(d.d.RetryAfter)
 	}
 	// Envoy reads only the seconds (for the X-RateLimit-Reset header),

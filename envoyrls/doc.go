@@ -74,9 +74,9 @@
 //   - A hit over the limit counts too: once a request has gone over a
 //     window's limit, every later request in that window is over it, even
 //     one costing less than what was left (upstream's counter has gone
-//     past the limit). floodgate implements this by spending the rest of
-//     the window when it denies.
-//   - requests_per_unit: 0 blocks: every request is OVER_LIMIT.
+//     past the limit), and a check of 0 hits on it is over too.
+//   - requests_per_unit: 0 blocks: every request that counts a hit is
+//     OVER_LIMIT (a check of 0 hits is OK until one was counted).
 //   - unlimited: true answers OK, with limit_remaining 4294967295 and no
 //     current_limit, and counts nothing.
 //   - shadow_mode: true on a descriptor counts as usual and reports the
@@ -101,7 +101,10 @@
 //     descriptor without '*'.
 //   - A descriptor's limit (Envoy's limit override) replaces the
 //     configuration's rule for it, in a known domain: a fixed window of
-//     the given requests_per_unit and unit (times unit_multiplier).
+//     the given requests_per_unit and unit (times unit_multiplier),
+//     counted on the descriptor's counter for that window, which the
+//     configured rule shares: 5/hour, two hits, then an override of
+//     10/hour leaves 7.
 //   - A domain the configuration does not have is answered OK, every
 //     status OK with no limit.
 //   - An empty domain or no descriptor is an error, with upstream's
@@ -114,18 +117,15 @@
 //     errors have no code, and gRPC gives those Unknown). Envoy treats
 //     every error alike (its failure_mode_deny decides), and POST /json
 //     answers both with 400, as upstream's does.
-//   - A descriptor with hits_addend 0 on a window already past its limit
-//     gets OK with 0 remaining (upstream: OVER_LIMIT, its counter being
-//     past the limit; floodgate's stops at it).
 //   - Matching compares keys and values, where upstream compares them
 //     joined by '_', so upstream's accidental matches across that
 //     separator (key a_b value c taken for key a value b_c, or the
 //     wildcard value * of key k for key k_x) do not happen. A '*' in a
 //     key is matched as upstream matches it, across the separator.
 //   - is_negative_hits is refused; requests_per_unit is at most 10^9
-//     (algo.MaxLimit); a limit override's unit_multiplier is honoured.
-//   - A rule that changed starts its windows afresh after SetConfig
-//     (upstream keeps the count, its counter's key naming no limit).
+//     (algo.MaxLimit), and a window counts at most 10^9 hits; a limit
+//     override's unit_multiplier is honoured (upstream counts it in a
+//     window of one unit).
 //   - LoadConfig reads the *.yaml and *.yml files of the directory tree,
 //     never a dot file; upstream reads every file, dot files too by
 //     default. Each file it skips that upstream would read is a warning
@@ -167,8 +167,9 @@
 //
 // A key that is not in this list where it stands is an error naming it
 // (metadata holds any keys), so that a typo (shadowmode) is caught
-// instead of silently ignored (upstream checks every key against one list of all the keys, so it
-// accepts a key in the wrong place, and ignores it). A file of more than
+// instead of silently ignored (upstream checks every key against one
+// list of all the keys, so it accepts a key in the wrong place, and
+// ignores it). A file of more than
 // one YAML document is an error too (upstream reads the first). YAML is
 // otherwise read as upstream's library reads it: a number or a boolean
 // where a string is expected is its text (value: 80), yes/no and on/off
@@ -193,28 +194,32 @@
 // The counters live in a store.Store: the memory store by default,
 // or a file or Redis store shared by several processes, which then decide
 // together. Each domain's counters are in the table named "envoyrls/"
-// followed by the domain, under their rule's policy, keyed by the
-// descriptor's entries written as key=value pairs joined by '&' (escaped
-// as in a URL query), or by their SHA-256 when that is longer than 512
-// bytes, so that a request with huge values cannot make the store hold
-// huge keys. SetConfig swaps configurations atomically, and rules that
+// followed by the domain, keyed by the descriptor's entries written as
+// key=value pairs joined by '&' (escaped as in a URL query), or by their
+// SHA-256 when that is longer than 512 bytes, so that a request with
+// huge values cannot make the store hold huge keys. A fixed window is
+// counted, as upstream counts it, on one counter per descriptor and
+// window length, whatever the limit: under the policy of a fixed window
+// of that length admitting 10^9 hits, which counts every hit (a hit that
+// would take it past 10^9 is over, and fills it); the rule's
+// requests_per_unit decides on the count. So a limit override shares
+// the configured rule's count, and a rule whose requests_per_unit
+// changed keeps it. The other algorithms' rules are counted under their
+// own policy. SetConfig swaps configurations atomically, and rules that
 // did not change keep their counters.
 //
 // A request reaches the store through floodgate's front end, as a
-// program's own limits do: each rule is a floodgate.Limiter of that name
-// and policy on the service's store (as is each distinct limit that
-// requests carry), in dry-run mode (floodgate.WithDryRun) when the rule
-// is in shadow mode or the service is. The service reads its clock once
-// per request, and floodgate.AllowEachAt decides the request's
-// descriptors at that instant, each as if alone, in one call of the
-// store's ApplyEach (on Redis, one script call for the whole request); a
-// request of one descriptor is its limiter's AllowAt, which on Redis
-// joins the calls of concurrent requests. A fixed window's counter that
-// appears twice in a request is decided the second time in a round of
-// its own, after the first and after the first spent what it left of
-// the window, as upstream's increments add up. Stats counts a request as
-// shadowed when a decision was a dry run's denial
-// (floodgate.Decision.DryRun).
+// program's own limits do: each counter, and each rule of floodgate's
+// algorithms, is a floodgate.Limiter of that name and policy on the
+// service's store, the latter in dry-run mode (floodgate.WithDryRun)
+// when the rule is in shadow mode or the service is. The service reads
+// its clock once per request, and floodgate.AllowEachAt decides the
+// request's descriptors at that instant, each as if alone, in one call
+// of the store's ApplyEach (on Redis, one script call for the whole
+// request); a request of one descriptor is its limiter's AllowAt, which
+// on Redis joins the calls of concurrent requests. Stats counts a
+// request as shadowed when a descriptor was over its limit in shadow
+// mode.
 //
 // # Serving
 //

@@ -4,6 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // The configurations of testdata/dropin pin what envoyproxy/ratelimit
@@ -110,4 +113,31 @@ descriptors:
 			{0, "q s=1 ; a=1", "OVER_LIMIT: OK 1/MINUTE t=1m0s | OVER_LIMIT 1/MINUTE t=1m0s"},
 		})
 	})
+}
+
+// A limit of 0 is a fixed window like another, counted as upstream
+// counts it: every hit is over, and a check of 0 hits is OK until a hit
+// was counted.
+func TestZeroLimitCounts(t *testing.T) {
+	cfg := mustParse(t, `
+domain: z
+descriptors:
+  - key: banned
+    rate_limit: {unit: minute, requests_per_unit: 0}
+`)
+	check := descriptor("banned", "x")
+	check.HitsAddend = wrapperspb.UInt64(0)
+	s, _ := newServiceWith(t, cfg)
+	for i, st := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{request("z", check), "OK: OK 0/MINUTE t=1m0s"},
+		{request("z", descriptor("banned", "x")), "OVER_LIMIT: OVER_LIMIT 0/MINUTE t=1m0s"},
+		{request("z", check), "OVER_LIMIT: OVER_LIMIT 0/MINUTE t=1m0s"},
+	} {
+		if got := call(t, s, st.req); got != st.want {
+			t.Errorf("step %d: %s, want %s", i, got, st.want)
+		}
+	}
 }

@@ -30,7 +30,7 @@ domain: d
 descriptors:
   - key: kept                      # unchanged: keeps its state
     rate_limit: {unit: minute, requests_per_unit: 100000}
-  - key: changed                   # changed: starts afresh
+  - key: changed                   # changed: keeps its count
     rate_limit: {unit: minute, requests_per_unit: 6}
   - key: onlyB
     rate_limit: {unit: minute, requests_per_unit: 7}
@@ -83,7 +83,8 @@ func TestSetConfigUnderLoad(t *testing.T) {
 		t.Errorf("Stats() = %+v", st)
 	}
 
-	// A changed rule starts afresh; back to the old rule, the old state.
+	// A rule whose requests_per_unit changed keeps its count, as
+	// upstream's, whose counter key names no limit.
 	s.SetConfig(a)
 	for range 5 {
 		call(t, s, request("d", descriptor("changed", "x")))
@@ -92,7 +93,7 @@ func TestSetConfigUnderLoad(t *testing.T) {
 		t.Errorf("under A: %s, want %s", got, want)
 	}
 	s.SetConfig(b)
-	if got, want := call(t, s, request("d", descriptor("changed", "x"))), "OK: OK 6/MINUTE r=5 t=1m0s"; got != want {
+	if got, want := call(t, s, request("d", descriptor("changed", "x"))), "OVER_LIMIT: OVER_LIMIT 6/MINUTE t=1m0s"; got != want {
 		t.Errorf("under B: %s, want %s", got, want)
 	}
 	s.SetConfig(a)

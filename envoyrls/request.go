@@ -68,7 +68,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	switch {
 	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 		s.over.Add(1)
-	case dryRun(ds):
+	case s.shadowed(ds):
 		s.shadow.Add(1)
 		s.ok.Add(1)
 	default:
@@ -109,24 +109,24 @@ func allOK(n int) *rlsv3.RateLimitResponse {
 // A desc is one descriptor of a request as the service decides it: its
 // rule (nil for no limit: none matched, or another descriptor's rule
 // replaces it) and the rule's limiter, its store key and cost, then its
-// decision, or the error that kept it from one.
+// decision (see desc.decided), or the error that kept it from one.
 type desc struct {
-	r     *rule
-	l     limiter
-	key   string
-	n     int64
-	round int // see rounds
-	d     floodgate.Decision
-	err   error
+	r   *rule
+	l   limiter
+	key string
+	n   int64
+	d   floodgate.Decision // the limiter's
+	// over reports whether the descriptor was over its rule's limit
+	// (and let through, in shadow mode); remaining is what the rule
+	// has left when it is not.
+	over      bool
+	remaining int64
+	err       error
 }
 
 // limited reports whether the descriptor is decided against a limit: it
 // has a rule, and the rule is not unlimited.
 func (d *desc) limited() bool { return d.r != nil && !d.r.unlimited }
-
-// over reports whether the descriptor was over its limit, denied or, in
-// shadow mode, let through by its limiter's dry run.
-func (d *desc) over() bool { return !d.d.Allowed || d.d.DryRun }
 
 // match finds each descriptor's rule and limiter, as upstream does: the
 // limit the descriptor carries, else its domain's rule for its entries.
@@ -211,7 +211,7 @@ func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now 
 		default:
 			st := d.status(now, m)
 			if s.opts.observer != nil {
-				s.opts.observer(ctx, Outcome{Domain: domainName, Rule: d.r.path, Name: d.r.name, Policy: d.r.policy, Hits: d.n, Over: d.over(), Code: st.Code})
+				s.opts.observer(ctx, Outcome{Domain: domainName, Rule: d.r.path, Name: d.r.name, Policy: d.r.policy, Hits: d.n, Over: d.over, Code: st.Code})
 			}
 			resp.Statuses[i] = st
 			v.add(st.Code, s.opts.quota || d.r.quota)
@@ -265,11 +265,11 @@ func (s *Service) withMetadata(req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimi
 	return resp
 }
 
-// dryRun reports whether a descriptor was over its limit but let through
-// by shadow mode.
-func dryRun(ds []desc) bool {
+// shadowed reports whether a descriptor was over its limit but let
+// through by shadow mode (its rule's, or the service's).
+func (s *Service) shadowed(ds []desc) bool {
 	for i := range ds {
-		if ds[i].d.DryRun {
+		if d := &ds[i]; d.limited() && d.over && (d.r.shadow || s.opts.shadow) {
 			return true
 		}
 	}
@@ -290,21 +290,22 @@ func (s *Service) storeError(ctx context.Context, domainName, rulePath string, e
 // override returns the rule and limiter of a limit a request carries
 // (RateLimitDescriptor.limit, set by Envoy's limit override): a fixed
 // window, like upstream's, that replaces the configuration's rule for the
-// descriptor, with no name, replaces or shadow mode. The request's domain
-// must be known, as upstream requires.
+// descriptor, with no name, replaces or shadow mode, and counts on the
+// domain's counter for its window (see counterPolicy), as the rule does.
+// The request's domain must be known, as upstream requires.
 func (s *Service) override(domainName string, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, limiter, error) {
 	r, err := overrideRule(domainName, o)
-	if err != nil || !r.onStore() {
-		return r, limiter{}, err
+	if err != nil {
+		return nil, limiter{}, err
 	}
-	k := overrideKey{domainName, r.policy}
+	k := counterKey{domainName, r.period}
 	s.omu.Lock()
 	l := s.overrides[k]
 	s.omu.Unlock()
 	if l != nil {
 		return r, limiter{l: l}, nil
 	}
-	l, err = s.newLimiter(domainName, r.policy, false)
+	l, err = s.newCounter(domainName, r.period)
 	if err != nil {
 		return r, limiter{err: err}, nil
 	}

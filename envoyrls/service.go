@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -38,7 +39,7 @@ type Service struct {
 	cur   atomic.Pointer[bound]
 
 	omu       sync.Mutex
-	overrides map[overrideKey]*floodgate.Limiter // the limits requests carry
+	overrides map[counterKey]*floodgate.Limiter // the limits requests carry
 
 	ok, over, shadow, unknown, errs atomic.Uint64
 
@@ -59,9 +60,11 @@ type limiter struct {
 	err error
 }
 
-type overrideKey struct {
+// A counterKey names the counters of a domain's fixed windows of one
+// length (see counterPolicy).
+type counterKey struct {
 	domain string
-	policy algo.Policy
+	period time.Duration
 }
 
 // maxOverrides bounds the limiters remembered for the limits that requests
@@ -84,7 +87,7 @@ func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 	if st == nil {
 		st = memstore.New(0)
 	}
-	s := &Service{store: st, opts: o, overrides: make(map[overrideKey]*floodgate.Limiter)}
+	s := &Service{store: st, opts: o, overrides: make(map[counterKey]*floodgate.Limiter)}
 	s.cur.Store(s.bind(cfg))
 	return s
 }
@@ -92,8 +95,10 @@ func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 // SetConfig replaces the configuration, atomically: requests under way
 // finish under the old one, later ones see the new one. A limit whose rule
 // is unchanged (same domain, same algorithm, requests_per_unit, unit and
-// burst) keeps its state, since it uses the same store table; a rule that
-// changed starts afresh, as does everything when the store is not shared.
+// burst) keeps its state, since it uses the same store table, and so does
+// a fixed window whose requests_per_unit alone changed (the count is the
+// descriptor's, as upstream's); a rule that otherwise changed starts
+// afresh, as does everything when the store is not shared.
 // nil means no domain.
 //
 // SetConfig cannot fail: cfg was checked when parsed. A rule whose table
@@ -105,7 +110,8 @@ func (s *Service) SetConfig(cfg *Config) {
 	s.opts.log.Info("envoyrls: configuration set", "domains", len(b.cfg.domains), "rules", len(b.cfg.rules))
 }
 
-// bind makes the limiter of each of cfg's rules that has a policy.
+// bind makes the limiter of each of cfg's rules that has one: a fixed
+// window's is its domain's counter for the window's length, shared.
 func (s *Service) bind(cfg *Config) *bound {
 	given := cfg != nil
 	if cfg == nil {
@@ -115,18 +121,48 @@ func (s *Service) bind(cfg *Config) *bound {
 	for _, w := range cfg.warnings {
 		s.opts.log.Warn("envoyrls: configuration: " + w)
 	}
+	counters := make(map[counterKey]limiter)
 	for _, r := range cfg.rules {
-		if r.policy.IsZero() {
+		if r.unlimited || !r.onStore() {
 			continue
 		}
-		l, err := s.newLimiter(r.domain, r.policy, r.shadow)
-		if err != nil {
-			err = fmt.Errorf("envoyrls: rule %s (%s:%d): %w", r.path, r.file, r.line, err)
-			s.opts.log.Error("envoyrls: the store refused a rule's table", "err", err)
+		l := s.ruleLimiter(r, counters)
+		if l.err != nil {
+			l.err = fmt.Errorf("envoyrls: rule %s (%s:%d): %w", r.path, r.file, r.line, l.err)
+			s.opts.log.Error("envoyrls: the store refused a rule's table", "err", l.err)
 		}
-		b.limiters[r.id] = limiter{l, err}
+		b.limiters[r.id] = l
 	}
 	return b
+}
+
+// ruleLimiter returns r's limiter: for a fixed window, its domain's
+// counter for the window's length, taken from counters or made and
+// added to them.
+func (s *Service) ruleLimiter(r *rule, counters map[counterKey]limiter) limiter {
+	if !r.upstream {
+		l, err := s.newLimiter(r.domain, r.policy, r.shadow)
+		return limiter{l, err}
+	}
+	k := counterKey{r.domain, r.period}
+	l, ok := counters[k]
+	if !ok {
+		c, err := s.newCounter(r.domain, r.period)
+		l = limiter{c, err}
+		counters[k] = l
+	}
+	return l
+}
+
+// newCounter returns the limiter of the domain's counters of the fixed
+// windows of length period (see counterPolicy). It is never in dry-run
+// mode: it admits every hit, and shadow mode acts on the answer.
+func (s *Service) newCounter(domainName string, period time.Duration) (*floodgate.Limiter, error) {
+	p, err := counterPolicy(period)
+	if err != nil {
+		return nil, err
+	}
+	return floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithName(tableName(domainName)))
 }
 
 // newLimiter returns the limiter of a limit of the domain with policy p,
@@ -174,8 +210,8 @@ type Stats struct {
 	OverLimit uint64 // requests answered with overall code OVER_LIMIT
 	// Shadow counts the requests answered OK that would have been
 	// OVER_LIMIT without shadow mode (a rule's shadow_mode, or
-	// WithShadowMode): those with a descriptor whose limiter's decision
-	// was a dry run's denial (floodgate.Decision.DryRun).
+	// WithShadowMode): those with a descriptor over its limit in
+	// shadow mode.
 	Shadow uint64
 	// UnknownDomain counts the requests for a domain the configuration
 	// does not have, answered OK with no limit.

@@ -269,11 +269,11 @@ func TestHitsAddend(t *testing.T) {
 			}
 		})
 	}
-	// A check of a window already over its limit: OK with nothing left,
-	// where upstream, whose counter is past the limit, says OVER_LIMIT.
+	// A check of a window already over its limit: OVER_LIMIT, the
+	// counter being past the limit, as upstream's.
 	s, _ := newService(t, basics)
 	call(t, s, withHits(11, nil))
-	if got, want := call(t, s, withHits(0, wrapperspb.UInt64(0))), "OK: OK 10/MINUTE t=1m0s"; got != want {
+	if got, want := call(t, s, withHits(0, wrapperspb.UInt64(0))), "OVER_LIMIT: OVER_LIMIT 10/MINUTE t=1m0s"; got != want {
 		t.Errorf("a check of a spent window: %s, want %s", got, want)
 	}
 }
@@ -726,9 +726,9 @@ func oneByOne(t *testing.T, s *Service, req *rlsv3.RateLimitRequest) string {
 	return summary(all)
 }
 
-// A counter twice in a request: the second is decided after the first,
-// and on a fixed window after the first went over and spent the rest of
-// the window; on floodgate's algorithms a refusal spends nothing.
+// A counter twice in a request: the second is decided after the first;
+// on a fixed window every hit counts, the first's that went over too,
+// as upstream's; on floodgate's algorithms a refusal spends nothing.
 func TestCounterTwiceInARequest(t *testing.T) {
 	rs, err := redisstore.New(redistest.NewServer(t).Client(t), redisstore.WithCallerTime())
 	if err != nil {
@@ -753,7 +753,7 @@ func TestCounterTwiceInARequest(t *testing.T) {
 				req  *rlsv3.RateLimitRequest
 				want string
 			}{
-				{costs("ten", 8, 5, 1, 0), "OVER_LIMIT: OK 10/MINUTE r=2 t=1m0s | OVER_LIMIT 10/MINUTE t=1m0s | OVER_LIMIT 10/MINUTE t=1m0s | OK 10/MINUTE t=1m0s"},
+				{costs("ten", 8, 5, 1, 0), "OVER_LIMIT: OK 10/MINUTE r=2 t=1m0s | OVER_LIMIT 10/MINUTE t=1m0s | OVER_LIMIT 10/MINUTE t=1m0s | OVER_LIMIT 10/MINUTE t=1m0s"},
 				{costs("bucket", 3, 2, 1), "OVER_LIMIT: OK 60/MINUTE r=1 t=3s | OVER_LIMIT 60/MINUTE t=1s | OK 60/MINUTE t=4s"},
 			} {
 				if got := call(t, s, step.req); got != step.want {
@@ -764,29 +764,64 @@ func TestCounterTwiceInARequest(t *testing.T) {
 	}
 }
 
-// Past maxOverrides distinct limits carried by requests, the service
-// remembers no more, and still decides the others, on the same counters.
+// Past maxOverrides distinct windows of the limits carried by requests,
+// the service remembers no more counters, and still decides the others,
+// on the same counters.
 func TestManyOverrides(t *testing.T) {
 	s, _ := newService(t, basics)
-	limit := func(perUnit uint32) *rlsv3.RateLimitRequest {
+	limit := func(multiplier uint32) *rlsv3.RateLimitRequest {
 		return request("d", &ratelimitv3.RateLimitDescriptor{Entries: entries("k", "v"),
-			Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: perUnit, Unit: typev3.RateLimitUnit_HOUR}})
+			Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_SECOND,
+				UnitMultiplier: wrapperspb.UInt32(multiplier)}})
 	}
-	for n := range uint32(maxOverrides + 10) {
-		if got, want := call(t, s, limit(n+2)), fmt.Sprintf("OK: OK %d/HOUR r=%d t=1h0m0s", n+2, n+1); got != want {
-			t.Fatalf("limit %d: %s, want %s", n+2, got, want)
+	for m := range uint32(maxOverrides + 10) {
+		if got, want := call(t, s, limit(m+2)), fmt.Sprintf("OK: OK 2/SECONDx%d r=1 ", m+2); !strings.HasPrefix(got, want) {
+			t.Fatalf("window of %d seconds: %s, want %s...", m+2, got, want)
 		}
 	}
 	if len(s.overrides) != maxOverrides {
-		t.Errorf("%d limits remembered, want %d", len(s.overrides), maxOverrides)
+		t.Errorf("%d counters remembered, want %d", len(s.overrides), maxOverrides)
 	}
-	// A limit past the bound, then one within it: each its own counter.
-	if got, want := call(t, s, limit(maxOverrides+5)), fmt.Sprintf("OK: OK %d/HOUR r=%d t=1h0m0s", maxOverrides+5, maxOverrides+3); got != want {
-		t.Errorf("again past the bound: %s, want %s", got, want)
+	// A window past the bound, then one within it: each its own counter.
+	for _, m := range []uint32{maxOverrides + 5, 2} {
+		for _, want := range []string{"OK: OK 2/SECONDx%d t=", "OVER_LIMIT: OVER_LIMIT 2/SECONDx%d t="} {
+			if got := call(t, s, limit(m)); !strings.HasPrefix(got, fmt.Sprintf(want, m)) {
+				t.Errorf("window of %d seconds again: %s, want %s", m, got, fmt.Sprintf(want, m))
+			}
+		}
 	}
-	for _, want := range []string{"OK: OK 2/HOUR t=1h0m0s", "OVER_LIMIT: OVER_LIMIT 2/HOUR t=1h0m0s"} {
-		if got := call(t, s, limit(2)); got != want {
-			t.Errorf("again within the bound: %s, want %s", got, want)
+}
+
+// A limit carried by a request counts on the counter of the descriptor's
+// window, whatever its size, as upstream's, whose counter key names no
+// limit: the configured rule and the override share the count.
+func TestOverrideSharesTheCounter(t *testing.T) {
+	s, _ := newService(t, `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 5}
+`)
+	override := func(perUnit uint32, unit typev3.RateLimitUnit) *rlsv3.RateLimitRequest {
+		return request("d", &ratelimitv3.RateLimitDescriptor{Entries: entries("k", "v"),
+			Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: perUnit, Unit: unit}})
+	}
+	for i, st := range []struct {
+		req  *rlsv3.RateLimitRequest
+		want string
+	}{
+		{request("d", descriptor("k", "v")), "OK: OK 5/HOUR r=4 t=1h0m0s"},
+		{request("d", descriptor("k", "v")), "OK: OK 5/HOUR r=3 t=1h0m0s"},
+		{override(10, typev3.RateLimitUnit_HOUR), "OK: OK 10/HOUR r=7 t=1h0m0s"}, // 3 counted
+		{request("d", descriptor("k", "v")), "OK: OK 5/HOUR r=1 t=1h0m0s"},
+		{override(0, typev3.RateLimitUnit_HOUR), "OVER_LIMIT: OVER_LIMIT 0/HOUR t=1h0m0s"}, // counted too
+		{request("d", descriptor("k", "v")), "OVER_LIMIT: OVER_LIMIT 5/HOUR t=1h0m0s"},
+		{override(10, typev3.RateLimitUnit_HOUR), "OK: OK 10/HOUR r=3 t=1h0m0s"},
+		{override(10, typev3.RateLimitUnit_MINUTE), "OK: OK 10/MINUTE r=9 t=1m0s"}, // another window
+		{request("d", descriptor("k", "other")), "OK: OK 5/HOUR r=4 t=1h0m0s"},     // another descriptor
+	} {
+		if got := call(t, s, st.req); got != st.want {
+			t.Errorf("step %d: %s, want %s", i, got, st.want)
 		}
 	}
 }
