@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate/clock"
@@ -30,7 +32,11 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	for _, s := range []string{everyFeature, matching, basics, configA, laughs(), "", "domain: x\n", "domain: [\n", "- a\n", "domain: a\ndescriptors:\n  - key: k\n    <<: {value: v}\n"} {
+	for _, s := range []string{everyFeature, matching, basics, configA, laughs(), "", "domain: x\n", "domain: [\n", "- a\n", "domain: a\ndescriptors:\n  - key: k\n    <<: {value: v}\n",
+		"domain: w\ndescriptors:\n  - key: k\n    value: a*b**c*\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"domain: w\ndescriptors:\n  - key: k*\n    value: '*'\n    rate_limit: {unit: second, requests_per_unit: 0}\n",
+		"domain: q\ndescriptors:\n  - key: k\n    quota_mode: on\n    rate_limit: {unit: hour, requests_per_unit: 2}\n    metadata: &m {a: [1, 0x2, .inf, ~, {b: yes}]}\n  - key: j\n    metadata: {<<: *m, c: \"d\"}\n",
+	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -45,7 +51,7 @@ func FuzzParseConfig(f *testing.F) {
 		if len(domains) != 1 || domains[0] == "" {
 			t.Fatalf("a parsed file has domains %q", domains)
 		}
-		s := NewService(c, memstore.New(0), WithClock(clock.NewFake(t0)))
+		s := NewService(c, memstore.New(0), WithClock(clock.NewFake(t0)), WithDynamicMetadata(true), WithQuotaMode(len(data)%2 == 0))
 		for _, r := range c.rules {
 			if r.domain != domains[0] || (r.policy.IsZero() && r.perUnit != 0 && !r.unlimited) {
 				t.Fatalf("rule %+v", r)
@@ -57,8 +63,12 @@ func FuzzParseConfig(f *testing.F) {
 		if len(words) >= 4 {
 			kv = words[:4]
 		}
-		if _, err := s.ShouldRateLimit(context.Background(), request(domains[0], descriptor(kv...), descriptor(kv[:2]...))); err != nil {
+		resp, err := s.ShouldRateLimit(context.Background(), request(domains[0], descriptor(kv...), descriptor(kv[:2]...)))
+		if err != nil {
 			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		if _, err := proto.Marshal(resp); err != nil { // what gRPC sends
+			t.Fatalf("the answer does not marshal: %v", err)
 		}
 	})
 }
