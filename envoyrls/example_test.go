@@ -209,3 +209,46 @@ descriptors:
 	// 200 OK | OK 1/MINUTE remaining=0 reset=45s
 	// 429 OVER_LIMIT | OVER_LIMIT 1/MINUTE remaining=0 reset=45s
 }
+
+// quota_mode: a request asks about two backends' quotas at once and is
+// over only when both are; with WithDynamicMetadata, the answer carries
+// the metadata of the backends that still have quota, for Envoy to route
+// on.
+func ExampleWithDynamicMetadata() {
+	cfg, err := envoyrls.ParseConfig(map[string][]byte{"backends.yaml": []byte(`
+domain: backends
+descriptors:
+  - key: backend
+    value: primary
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata: {cluster: primary}
+  - key: backend
+    value: "fallback-*"
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    metadata: {cluster: fallback}
+`)})
+	if err != nil {
+		panic(err)
+	}
+	svc := envoyrls.NewService(cfg, nil, fakeClock(), envoyrls.WithDynamicMetadata(true))
+	req := &rlsv3.RateLimitRequest{Domain: "backends", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		descriptor("backend", "primary"), descriptor("backend", "fallback-eu"),
+	}}
+	for range 3 {
+		resp, err := svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			panic(err)
+		}
+		print(resp)
+		fmt.Println("  metadata:", resp.GetDynamicMetadata().GetFields()["metadata"].GetStructValue().AsMap())
+	}
+	// Output:
+	// OK | OK 1/MINUTE remaining=0 reset=45s | OK 2/MINUTE remaining=1 reset=45s
+	//   metadata: map[cluster:primary]
+	// OK | OVER_LIMIT 1/MINUTE remaining=0 reset=45s | OK 2/MINUTE remaining=0 reset=45s
+	//   metadata: map[cluster:fallback]
+	// OVER_LIMIT | OVER_LIMIT 1/MINUTE remaining=0 reset=45s | OVER_LIMIT 2/MINUTE remaining=0 reset=45s
+	//   metadata: map[]
+}
