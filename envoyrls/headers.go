@@ -18,10 +18,11 @@ import (
 // response_headers_to_add, which Envoy adds to allowed and refused
 // responses alike). They describe one descriptor of the request, the one
 // envoyproxy/ratelimit's headers describe: the last descriptor over its
-// limit, else the one with the least limit_remaining (the first of
-// those), among those decided against a limit; a request with none gets
-// no header. The values are that descriptor's status: limit_remaining,
-// and duration_until_reset in seconds.
+// limit (not counting those in quota mode), else the one with the least
+// limit_remaining (the first of those), among those decided against a
+// limit; a request with none gets no header. The values are that
+// descriptor's status: limit_remaining, and duration_until_reset in
+// seconds.
 type Headers uint8
 
 const (
@@ -76,11 +77,13 @@ var ErrInvalidHeaders = errors.New("envoyrls: unknown form of response headers")
 
 // binding returns the index of the status that upstream's response
 // headers describe (see Headers), or -1 when no status has a limit.
-func binding(sts []*rlsv3.RateLimitResponse_DescriptorStatus) int {
+// quota(j) reports whether descriptor j is in quota mode: over its limit,
+// it is described only when it has the least left, as upstream's.
+func binding(sts []*rlsv3.RateLimitResponse_DescriptorStatus, quota func(j int) bool) int {
 	i, least := -1, uint32(math.MaxUint32)
 	for j, st := range sts {
 		switch {
-		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT:
+		case st.Code == rlsv3.RateLimitResponse_OVER_LIMIT && !quota(j):
 			i, least = j, 0
 		case st.CurrentLimit != nil && st.LimitRemaining < least:
 			i, least = j, st.LimitRemaining

@@ -35,6 +35,9 @@ descriptors:
     shadow_mode: true
   - key: tb
     rate_limit: {unit: minute, requests_per_unit: 60, algorithm: token-bucket, burst: 5}
+  - key: quota
+    rate_limit: {unit: minute, requests_per_unit: 2}
+    quota_mode: true
 `
 
 // headersOf writes a response's response_headers_to_add as
@@ -76,6 +79,8 @@ func TestResponseHeadersDescribeUpstreamsDescriptor(t *testing.T) {
 		{"the last over", request("d", descriptor("a", "y")), request("d", descriptor("zero", "x"), descriptor("a", "y"), descriptor("ten", "x")),
 			"RateLimit-Limit: 1; RateLimit-Remaining: 0; RateLimit-Reset: 45"},
 		{"shadow mode over: OK with 0 remaining", request("d", descriptor("shadow", "x")), request("d", descriptor("ten", "x"), descriptor("shadow", "x")),
+			"RateLimit-Limit: 1; RateLimit-Remaining: 0; RateLimit-Reset: 45"},
+		{"quota mode over: not the last over", request("d", descriptor("a", "y"), withCost(descriptor("quota", "x"), 2)), request("d", descriptor("a", "y"), descriptor("quota", "x")),
 			"RateLimit-Limit: 1; RateLimit-Remaining: 0; RateLimit-Reset: 45"},
 		{"no limit, unlimited: none", nil, request("d", descriptor("none", "x"), descriptor("c", "x")), ""},
 		{"unknown domain: none", nil, request("elsewhere", descriptor("ten", "x")), ""},

@@ -200,7 +200,7 @@ func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now 
 		case d.r == nil:
 			m.status.Code = rlsv3.RateLimitResponse_OK
 			resp.Statuses[i] = &m.status
-			v.add(m.status.Code, s.opts.quota)
+			v.add(m.status.Code, s.inQuotaMode(d))
 		case d.r.unlimited:
 			// Upstream's answer for an unlimited rule: OK, with the most
 			// a uint32 holds remaining, and no limit.
@@ -214,17 +214,21 @@ func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now 
 				s.opts.observer(ctx, Outcome{Domain: domainName, Rule: d.r.path, Name: d.r.name, Policy: d.r.policy, Hits: d.n, Over: d.over, Code: st.Code})
 			}
 			resp.Statuses[i] = st
-			v.add(st.Code, s.opts.quota || d.r.quota)
+			v.add(st.Code, s.inQuotaMode(d))
 		}
 	}
 	resp.OverallCode = v.code(s.opts.shadow)
 	if s.opts.headers != NoHeaders {
-		if i := binding(resp.Statuses); i >= 0 {
+		if i := binding(resp.Statuses, func(j int) bool { return s.inQuotaMode(&ds[j]) }); i >= 0 {
 			resp.ResponseHeadersToAdd = s.opts.headers.responseHeaders(domainName, &ds[i], resp.Statuses[i])
 		}
 	}
 	return resp, nil
 }
+
+// inQuotaMode reports whether the descriptor is in quota mode: its
+// rule's quota_mode, or WithQuotaMode.
+func (s *Service) inQuotaMode(d *desc) bool { return s.opts.quota || (d.r != nil && d.r.quota) }
 
 // A verdict tallies the statuses of a request's descriptors (but those
 // of unlimited rules) into the answer's overall code, as upstream does:
