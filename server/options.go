@@ -55,6 +55,12 @@ type Options struct {
 	// EnvoyResponseHeaders are the rate-limit header fields of Envoy's
 	// answers (envoyrls.WithResponseHeaders); the zero value, none.
 	EnvoyResponseHeaders envoyrls.Headers
+	// EnvoyQuotaMode puts every Envoy descriptor in quota mode
+	// (envoyrls.WithQuotaMode).
+	EnvoyQuotaMode bool
+	// EnvoyDynamicMetadata has Envoy's answers carry dynamic metadata
+	// (envoyrls.WithDynamicMetadata).
+	EnvoyDynamicMetadata bool
 	// MaxMemoryBytes bounds the memory store's memory, ahead of the
 	// configuration's store.max_bytes; 0 means the configuration's.
 	MaxMemoryBytes int64

@@ -140,6 +140,13 @@ as FLOODGATE_STORE; a flag given wins):
                         -Reset, as its LIMIT_RESPONSE_HEADERS_ENABLED;
                         x-ratelimit: the same as X-RateLimit-*; ietf:
                         RateLimit-Policy and RateLimit (IETF draft)
+  --envoy-quota-mode    put every Envoy descriptor in quota mode, as
+                        envoyproxy/ratelimit's QUOTA_MODE: a request is
+                        OVER_LIMIT only when all its descriptors are
+  --envoy-dynamic-metadata
+                        send the dynamic metadata of envoyproxy/ratelimit's
+                        RESPONSE_DYNAMIC_METADATA: the request, and the
+                        metadata of the rules still within their limit
   --max-memory BYTES    the memory store's bound in bytes, all policies
                         together (default: the configuration's, else 256 MiB)
   --snapshot FILE       the memory store's snapshot (default: the
@@ -188,7 +195,8 @@ is refused (logged, counted) and the previous configuration keeps serving.
 var serveEnv = map[string]string{
 	"store": "FLOODGATE_STORE", "http": "FLOODGATE_HTTP", "grpc": "FLOODGATE_GRPC", "metrics": "FLOODGATE_METRICS",
 	"config": "FLOODGATE_CONFIG", "envoy-config": "FLOODGATE_ENVOY_CONFIG", "envoy-shadow-mode": "FLOODGATE_ENVOY_SHADOW_MODE",
-	"envoy-response-headers": "FLOODGATE_ENVOY_RESPONSE_HEADERS",
+	"envoy-response-headers": "FLOODGATE_ENVOY_RESPONSE_HEADERS", "envoy-quota-mode": "FLOODGATE_ENVOY_QUOTA_MODE",
+	"envoy-dynamic-metadata": "FLOODGATE_ENVOY_DYNAMIC_METADATA",
 	"max-memory":             "FLOODGATE_MAX_MEMORY", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
 	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "pprof": "FLOODGATE_PPROF", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
 	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
@@ -205,6 +213,8 @@ type serveOptions struct {
 	configFile      string          // --config
 	envoyDir        string          // --envoy-config
 	envoyShadow     bool            // --envoy-shadow-mode
+	envoyQuota      bool            // --envoy-quota-mode
+	envoyMetadata   bool            // --envoy-dynamic-metadata
 	maxMemory       int64           // --max-memory; 0 for the configuration's
 	snapshot        string          // --snapshot
 	snapshotEvery   time.Duration   // --snapshot-interval
@@ -266,6 +276,8 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.StringVar(&o.configFile, "config", "", "")
 	fs.StringVar(&o.envoyDir, "envoy-config", "", "")
 	fs.BoolVar(&o.envoyShadow, "envoy-shadow-mode", false, "")
+	fs.BoolVar(&o.envoyQuota, "envoy-quota-mode", false, "")
+	fs.BoolVar(&o.envoyMetadata, "envoy-dynamic-metadata", false, "")
 	fs.TextVar(&o.envoyHeaders, "envoy-response-headers", envoyrls.NoHeaders, "")
 	fs.Int64Var(&o.maxMemory, "max-memory", 0, "")
 	fs.StringVar(&o.snapshot, "snapshot", "", "")
@@ -359,6 +371,7 @@ func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
 	so := server.Options{
 		Store: o.storeURL, HTTPAddr: o.httpAddr, GRPCAddr: o.grpcAddr, MetricsAddr: o.metricsAddr, Pprof: o.pprof,
 		ConfigFile: o.configFile, EnvoyConfigDir: o.envoyDir, EnvoyShadowMode: o.envoyShadow, EnvoyResponseHeaders: o.envoyHeaders,
+		EnvoyQuotaMode: o.envoyQuota, EnvoyDynamicMetadata: o.envoyMetadata,
 		MaxMemoryBytes: o.maxMemory, SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
 		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
 	}
