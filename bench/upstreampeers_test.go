@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/envoyproxy/ratelimit/src/config"
+	"github.com/envoyproxy/ratelimit/src/provider"
+	uredis "github.com/envoyproxy/ratelimit/src/redis"
+	uservice "github.com/envoyproxy/ratelimit/src/service"
+	"github.com/envoyproxy/ratelimit/src/settings"
+	gostats "github.com/lyft/gostats"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/envoyrls"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/memstore"
+	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
+)
+
+// The services the upstream suite compares, each asked over real gRPC on
+// loopback and reading one fake clock: floodgate's envoyrls on its memory
+// store and on a real redis-server, and envoyproxy/ratelimit's own service
+// (its service and Redis cache packages, wired as its runner wires them)
+// on the same redis-server. Upstream reads the time through its
+// utils.TimeSource, which here reads the fake clock, so that both decide
+// at the same instants and the test never depends on the real time.
+
+// suiteT0 is the fake clocks' starting instant: a whole number of days
+// since the Unix epoch, so that every window up to a day begins at it.
+var suiteT0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+// keyTTL is how long the Redis keys of both implementations live in
+// real time: the fake clock stands still while real time passes, and a
+// window's key expiring by real time (upstream sets EXPIRE to the unit,
+// one second for a per-second limit) would reset a count that the fake
+// clock says is current.
+const keyTTL = time.Hour
+
+// A peer is one service under test.
+type peer struct {
+	name      string
+	client    rlsv3.RateLimitServiceClient
+	setConfig func(t testing.TB, files map[string][]byte)
+}
+
+// prefixes number the peers' Redis key prefixes, so that every peer of
+// every test starts on empty keys.
+var suitePrefixes atomic.Int64
+
+// newPeers starts the three peers on files, on the redis-server srv, with
+// the fake clock clk; t's cleanup stops them.
+func newPeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, files map[string][]byte) []peer {
+	t.Helper()
+	n := suitePrefixes.Add(1)
+	rs, err := redisstore.New(srv.Client(t), redisstore.WithCallerTime(), redisstore.WithMinTTL(keyTTL),
+		redisstore.WithPrefix(fmt.Sprintf("fg%d:", n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Upstream's last: runSteps takes it as the reference.
+	return []peer{
+		newFloodgatePeer(t, "floodgate/memory", memstore.New(0), clk, files),
+		newFloodgatePeer(t, "floodgate/redis", rs, clk, files),
+		newUpstreamPeer(t, srv, fmt.Sprintf("up%d:", n), clk, files),
+	}
+}
+
+func newFloodgatePeer(t testing.TB, name string, st store.Store, clk *clock.Fake, files map[string][]byte) peer {
+	t.Helper()
+	cfg, err := envoyrls.ParseConfig(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := envoyrls.NewService(cfg, st, envoyrls.WithClock(clk))
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, s)
+	return peer{name: name, client: serveGRPC(t, gs), setConfig: func(t testing.TB, files map[string][]byte) {
+		cfg, err := envoyrls.ParseConfig(files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetConfig(cfg)
+	}}
+}
+
+// serveGRPC serves gs on a loopback port until t ends, and returns a
+// client of it.
+func serveGRPC(t testing.TB, gs *grpc.Server) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(l)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn)
+}
+
+// newUpstreamPeer builds envoyproxy/ratelimit's service as its runner
+// does with its Redis backend (settings at their defaults: one Redis, no
+// local cache, no expiration jitter, statistics kept nowhere), on srv
+// with keys under prefix, and its clock reading clk.
+func newUpstreamPeer(t testing.TB, srv *redistest.Server, prefix string, clk *clock.Fake, files map[string][]byte) peer {
+	t.Helper()
+	logrus.SetLevel(logrus.ErrorLevel) // upstream logs every configuration load at info
+	s := settings.NewSettings()
+	sm := upstreamStats()
+	client := uredis.NewClientImpl(gostats.NewStore(gostats.NewNullSink(), false).Scope("redis_pool"), false, "", srv.Network(), "SINGLE", srv.Addr(), 2,
+		s.RedisPipelineWindow, s.RedisPipelineLimit, nil, false, nil, s.RedisTimeout, s.RedisPoolOnEmptyBehavior, "")
+	t.Cleanup(func() { client.Close() })
+	ts := fakeTimeSource{clk}
+	cache := uredis.NewFixedRateLimitCacheImpl(longExpiry{client}, nil, ts, rand.New(rand.NewSource(1)), 0, nil,
+		s.NearLimitRatio, prefix, sm, false)
+	svc := uservice.NewService(cache, noProvider{}, sm, nil, ts, false, true, false)
+	set := func(t testing.TB, files map[string][]byte) {
+		t.Helper()
+		cfg, err := upstreamLoad(files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.SetConfig(configEvent{cfg}, false)
+	}
+	set(t, files)
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, svc)
+	return peer{name: "upstream/redis", client: serveGRPC(t, gs), setConfig: set}
+}
+
+// fakeTimeSource is upstream's clock (utils.TimeSource) reading a fake one.
+type fakeTimeSource struct{ clk *clock.Fake }
+
+func (f fakeTimeSource) UnixNow() int64 { return f.clk.Now().Unix() }
+
+// longExpiry is upstream's Redis client with every EXPIRE made keyTTL.
+type longExpiry struct{ uredis.Client }
+
+func (c longExpiry) PipeAppend(p uredis.Pipeline, rcv any, cmd, key string, args ...any) uredis.Pipeline {
+	if strings.EqualFold(cmd, "EXPIRE") {
+		args = []any{int64(keyTTL / time.Second)}
+	}
+	return c.Client.PipeAppend(p, rcv, cmd, key, args...)
+}
+
+// noProvider is a configuration provider that never sends: the test sets
+// upstream's configuration itself.
+type noProvider struct{}
+
+func (noProvider) ConfigUpdateEvent() <-chan provider.ConfigUpdateEvent { return nil }
+func (noProvider) Stop()                                                {}
+
+type configEvent struct{ cfg config.RateLimitConfig }
+
+func (e configEvent) GetConfig() (config.RateLimitConfig, any) { return e.cfg, nil }
+
+// A step is one request of a scenario.
+type step struct {
+	after  time.Duration // advance the fake clock first
+	config []string      // then, when not nil, set every peer's configuration to these files of upstream's module
+	domain string
+	descs  [][]string // each descriptor's entries as key, value, key, value...
+	hits   uint32     // the request's hits_addend; 0 means 1
+	want   string     // the answer's summary (see summarize); "" checks only that every peer answers alike
+}
+
+func (s step) request() *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: s.domain, HitsAddend: s.hits}
+	for _, kv := range s.descs {
+		d := &ratelimitv3.RateLimitDescriptor{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		}
+		req.Descriptors = append(req.Descriptors, d)
+	}
+	return req
+}
+
+func (s step) String() string {
+	var ds []string
+	for _, kv := range s.descs {
+		var es []string
+		for i := 0; i+1 < len(kv); i += 2 {
+			es = append(es, kv[i]+"="+kv[i+1])
+		}
+		ds = append(ds, strings.Join(es, ","))
+	}
+	hits := ""
+	if s.hits > 1 {
+		hits = fmt.Sprintf(" hits=%d", s.hits)
+	}
+	return fmt.Sprintf("%s [%s]%s", s.domain, strings.Join(ds, " ; "), hits)
+}
+
+// ask sends s's request to p and returns the answer's summary.
+func ask(p peer, s step) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := p.client.ShouldRateLimit(ctx, s.request())
+	if err != nil {
+		return "error"
+	}
+	return summarize(resp)
+}
+
+// summarize writes an answer compactly: the overall code, then each
+// status as CODE [LIMIT/UNIT] [r=REMAINING] [t=RESET], such as
+//
+//	OVER_LIMIT: OK 20/MINUTE r=5 t=1m0s | OVER_LIMIT 10/HOUR t=1h0m0s
+//
+// and then anything else the answer holds.
+func summarize(resp *rlsv3.RateLimitResponse) string {
+	var b strings.Builder
+	b.WriteString(resp.GetOverallCode().String() + ":")
+	for i, st := range resp.GetStatuses() {
+		if i > 0 {
+			b.WriteString(" |")
+		}
+		b.WriteString(" " + st.GetCode().String())
+		if l := st.GetCurrentLimit(); l != nil {
+			fmt.Fprintf(&b, " %d/%s", l.GetRequestsPerUnit(), l.GetUnit())
+			if l.GetName() != "" {
+				fmt.Fprintf(&b, "(%s)", l.GetName())
+			}
+		}
+		if st.GetLimitRemaining() != 0 {
+			fmt.Fprintf(&b, " r=%d", st.GetLimitRemaining())
+		}
+		if d := st.GetDurationUntilReset(); d != nil {
+			fmt.Fprintf(&b, " t=%v", d.AsDuration())
+		}
+	}
+	if h := resp.GetResponseHeadersToAdd(); len(h) > 0 {
+		fmt.Fprintf(&b, " headers=%v", h)
+	}
+	if h := resp.GetRequestHeadersToAdd(); len(h) > 0 {
+		fmt.Fprintf(&b, " request_headers=%v", h)
+	}
+	if m := resp.GetDynamicMetadata(); m != nil {
+		fmt.Fprintf(&b, " metadata=%v", m)
+	}
+	return b.String()
+}
