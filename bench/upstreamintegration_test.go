@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func answer(code string, statuses ...string) string {
 // have no counterpart here; nor do its variants with a local cache or
 // with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, settings floodgate does
 // not have (envoyrls's package documentation).
-func upstreamIntegrationScenarios(integration, withReload []string) map[string][]step {
+func upstreamIntegrationScenarios(integration, withReload map[string][]byte) map[string][]step {
 	const sec, min, hour, day = time.Second, time.Minute, time.Hour, 24 * time.Hour
 	basic := []step{
 		{domain: "foo", descs: [][]string{{"hello", "world"}}, want: answer("OK", "OK")},
@@ -126,12 +127,50 @@ func upstreamIntegrationScenarios(integration, withReload []string) map[string][
 	return map[string][]step{"basic": basic, "reload": reload, "share_threshold": share, "refused": refused}
 }
 
-// answerDifferences are the steps, named "scenario/index", on which
-// floodgate answers otherwise than upstream, each with the reason: a
-// deliberate difference of envoyrls's package documentation, or work not
-// done yet. The test fails when one of them agrees (the entry is stale)
-// or when another step differs.
-var answerDifferences = map[string]string{}
+// answerDifferences are the known differences between floodgate's and
+// upstream's answers to upstream's integration requests.
+var answerDifferences = newKnown()
+
+// A difference is a known difference between floodgate's answers and
+// upstream's: the reason (work not done yet, with who does it) and the
+// steps it explains. A difference that explains no differing step is
+// stale, and fails the test, so that the list only shrinks.
+type difference struct {
+	why     string
+	applies func(scenario string, s step) bool
+}
+
+// known is a list of differences, with how many steps each applied to and
+// explained (differed on) in one test.
+type known struct {
+	list               []difference
+	applied, explained []int
+}
+
+func newKnown(list ...difference) *known {
+	return &known{list, make([]int, len(list)), make([]int, len(list))}
+}
+
+// find returns the index of the difference that explains s, or -1.
+func (k *known) find(scenario string, s step) int {
+	return slices.IndexFunc(k.list, func(d difference) bool { return d.applies(scenario, s) })
+}
+
+// check fails t for each difference that explained none of the steps it
+// applied to since the last check, logs the others, and starts the counts
+// afresh.
+func (k *known) check(t testing.TB) {
+	t.Helper()
+	for i, d := range k.list {
+		switch {
+		case k.explained[i] > 0:
+			t.Logf("a known difference, on %d of the %d steps it applies to: %s", k.explained[i], k.applied[i], d.why)
+		case k.applied[i] > 0:
+			t.Errorf("floodgate now answers as it should the %d steps of a known difference: remove it (%s)", k.applied[i], d.why)
+		}
+		k.applied[i], k.explained[i] = 0, 0
+	}
+}
 
 // TestUpstreamIntegration: floodgate's envoyrls, on its memory store and
 // on a real redis-server, answers the requests of upstream's integration
@@ -140,52 +179,57 @@ var answerDifferences = map[string]string{}
 func TestUpstreamIntegration(t *testing.T) {
 	u := findUpstream(t)
 	srv := redistest.NewServer(t)
-	integration := u.integrationFiles(t)
-	withReload := append(append([]string(nil), integration...), upstreamReloadFile)
+	names := u.integrationFiles(t)
+	integration := u.read(t, names...)
+	withReload := u.read(t, append(names, upstreamReloadFile)...)
 	for name, steps := range upstreamIntegrationScenarios(integration, withReload) {
 		t.Run(name, func(t *testing.T) {
 			clk := clock.NewFake(suiteT0)
-			peers := newPeers(t, srv, clk, u.read(t, integration...))
-			runSteps(t, u, name, peers, clk, steps, answerDifferences)
+			runSteps(t, name, newPeers(t, srv, clk, integration), clk, steps, answerDifferences)
 		})
 	}
+	answerDifferences.check(t)
 }
 
-// runSteps sends each step to every peer, the first being upstream's
+// runSteps sends each step to every peer, the last being upstream's
 // reference, and checks the answers: upstream's is the step's want, when
-// it has one, and every other peer's is upstream's, unless the step is
-// listed in known ("scenario/index") with the reason why not.
-func runSteps(t *testing.T, u upstreamModule, scenario string, peers []peer, clk *clock.Fake, steps []step, known map[string]string) {
+// it has one, and every other peer's is the step's fgWant when it has
+// one, else upstream's, unless one of kn explains the step (kn counts
+// that: see known.check).
+func runSteps(t *testing.T, scenario string, peers []peer, clk *clock.Fake, steps []step, kn *known) {
 	t.Helper()
 	ref, others := peers[len(peers)-1], peers[:len(peers)-1]
 	for i, s := range steps {
 		clk.Advance(s.after)
 		if s.config != nil {
-			files := u.read(t, s.config...)
 			for _, p := range peers {
-				p.setConfig(t, files)
+				p.setConfig(t, s.config)
 			}
 		}
 		id := fmt.Sprintf("%s/%d", scenario, i)
-		want := ask(ref, s)
-		if s.want != "" && want != s.want {
-			t.Errorf("step %s, %v: upstream answers\n  %s\nwhere its test expects\n  %s", id, s, want, s.want)
+		up := ask(ref, s)
+		if s.want != "" && up != s.want {
+			t.Errorf("step %s, %v: upstream answers\n  %s\nwhere its test expects\n  %s", id, s, up, s.want)
 		}
+		want := up
+		if s.fgWant != "" {
+			want = s.fgWant
+		}
+		k := kn.find(scenario, s)
 		differ := false
 		for _, p := range others {
 			if got := ask(p, s); got != want {
 				differ = true
-				if _, ok := known[id]; !ok {
-					t.Errorf("step %s, %v:\n %-16s %s\n %-16s %s", id, s, p.name, got, ref.name, want)
+				if k < 0 {
+					t.Errorf("step %s, %v:\n %-16s %s\n %-16s %s", id, s, p.name, got, "want", want)
 				}
 			}
 		}
-		why, listed := known[id]
-		switch {
-		case listed && !differ:
-			t.Errorf("step %s now answers as upstream: remove it from the list of differences (%s)", id, why)
-		case listed:
-			t.Logf("step %s, %v: a known difference: %s", id, s, why)
+		if k >= 0 {
+			kn.applied[k]++
+			if differ {
+				kn.explained[k]++
+			}
 		}
 	}
 }

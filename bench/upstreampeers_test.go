@@ -12,6 +12,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/ratelimit/src/config"
 	"github.com/envoyproxy/ratelimit/src/provider"
 	uredis "github.com/envoyproxy/ratelimit/src/redis"
@@ -21,6 +22,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/envoyrls"
@@ -172,20 +174,38 @@ func (e configEvent) GetConfig() (config.RateLimitConfig, any) { return e.cfg, n
 
 // A step is one request of a scenario.
 type step struct {
-	after  time.Duration // advance the fake clock first
-	config []string      // then, when not nil, set every peer's configuration to these files of upstream's module
+	after  time.Duration     // advance the fake clock first
+	config map[string][]byte // then, when not nil, set every peer's configuration to these files
 	domain string
 	descs  [][]string // each descriptor's entries as key, value, key, value...
 	hits   uint32     // the request's hits_addend; 0 means 1
-	want   string     // the answer's summary (see summarize); "" checks only that every peer answers alike
+	// descHits are descriptors' own hits_addend, by index; override their
+	// limit (Envoy's limit override), by index, as requests_per_unit and
+	// unit, such as "3/MINUTE".
+	descHits map[int]uint64
+	override map[int]string
+	want     string // upstream's answer (see summarize); "" checks only that every peer answers alike
+	// fgWant, when not "", is floodgate's answer where it differs from
+	// upstream's on purpose (envoyrls's package documentation).
+	fgWant string
 }
 
 func (s step) request() *rlsv3.RateLimitRequest {
 	req := &rlsv3.RateLimitRequest{Domain: s.domain, HitsAddend: s.hits}
-	for _, kv := range s.descs {
+	for i, kv := range s.descs {
 		d := &ratelimitv3.RateLimitDescriptor{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+		for j := 0; j+1 < len(kv); j += 2 {
+			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[j], Value: kv[j+1]})
+		}
+		if h, ok := s.descHits[i]; ok {
+			d.HitsAddend = wrapperspb.UInt64(h)
+		}
+		if o, ok := s.override[i]; ok {
+			var n uint32
+			var unit string
+			fmt.Sscanf(strings.Replace(o, "/", " ", 1), "%d %s", &n, &unit)
+			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n,
+				Unit: typev3.RateLimitUnit(typev3.RateLimitUnit_value[unit])}
 		}
 		req.Descriptors = append(req.Descriptors, d)
 	}
@@ -201,11 +221,17 @@ func (s step) String() string {
 		}
 		ds = append(ds, strings.Join(es, ","))
 	}
-	hits := ""
+	extra := ""
 	if s.hits > 1 {
-		hits = fmt.Sprintf(" hits=%d", s.hits)
+		extra = fmt.Sprintf(" hits=%d", s.hits)
 	}
-	return fmt.Sprintf("%s [%s]%s", s.domain, strings.Join(ds, " ; "), hits)
+	if len(s.descHits) > 0 {
+		extra += fmt.Sprintf(" descriptor hits=%v", s.descHits)
+	}
+	if len(s.override) > 0 {
+		extra += fmt.Sprintf(" overrides=%v", s.override)
+	}
+	return fmt.Sprintf("%s [%s]%s", s.domain, strings.Join(ds, " ; "), extra)
 }
 
 // ask sends s's request to p and returns the answer's summary.
