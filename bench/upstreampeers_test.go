@@ -58,25 +58,30 @@ type peer struct {
 	setConfig func(t testing.TB, files map[string][]byte)
 }
 
-// prefixes number the peers' Redis key prefixes, so that every peer of
+// suitePrefixes number the peers' Redis key prefixes, so that every peer of
 // every test starts on empty keys.
 var suitePrefixes atomic.Int64
 
 // newPeers starts the three peers on files, on the redis-server srv, with
-// the fake clock clk; t's cleanup stops them.
+// the fake clock clk; t's cleanup stops them. Upstream's is the last:
+// runSteps takes it as the reference.
 func newPeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, files map[string][]byte) []peer {
 	t.Helper()
-	n := suitePrefixes.Add(1)
+	return append(newFloodgatePeers(t, srv, clk, files), newUpstreamPeer(t, srv, fmt.Sprintf("up%d:", suitePrefixes.Add(1)), clk, files))
+}
+
+// newFloodgatePeers starts envoyrls on files on the memory store and on
+// srv.
+func newFloodgatePeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, files map[string][]byte) []peer {
+	t.Helper()
 	rs, err := redisstore.New(srv.Client(t), redisstore.WithCallerTime(), redisstore.WithMinTTL(keyTTL),
-		redisstore.WithPrefix(fmt.Sprintf("fg%d:", n)))
+		redisstore.WithPrefix(fmt.Sprintf("fg%d:", suitePrefixes.Add(1))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Upstream's last: runSteps takes it as the reference.
 	return []peer{
 		newFloodgatePeer(t, "floodgate/memory", memstore.New(0), clk, files),
 		newFloodgatePeer(t, "floodgate/redis", rs, clk, files),
-		newUpstreamPeer(t, srv, fmt.Sprintf("up%d:", n), clk, files),
 	}
 }
 
@@ -181,7 +186,7 @@ type step struct {
 	hits   uint32     // the request's hits_addend; 0 means 1
 	// descHits are descriptors' own hits_addend, by index; override their
 	// limit (Envoy's limit override), by index, as requests_per_unit and
-	// unit, such as "3/MINUTE".
+	// unit, such as "3/MINUTE", or "3/MINUTEx2" with a unit_multiplier.
 	descHits map[int]uint64
 	override map[int]string
 	want     string // upstream's answer (see summarize); "" checks only that every peer answers alike
@@ -201,15 +206,24 @@ func (s step) request() *rlsv3.RateLimitRequest {
 			d.HitsAddend = wrapperspb.UInt64(h)
 		}
 		if o, ok := s.override[i]; ok {
-			var n uint32
-			var unit string
-			fmt.Sscanf(strings.Replace(o, "/", " ", 1), "%d %s", &n, &unit)
-			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n,
-				Unit: typev3.RateLimitUnit(typev3.RateLimitUnit_value[unit])}
+			d.Limit = parseOverride(o)
 		}
 		req.Descriptors = append(req.Descriptors, d)
 	}
 	return req
+}
+
+// parseOverride parses a limit override written N/UNIT or N/UNITxM.
+func parseOverride(o string) *ratelimitv3.RateLimitDescriptor_RateLimitOverride {
+	var n, mult uint32
+	fields := strings.FieldsFunc(o, func(r rune) bool { return r == '/' || r == 'x' })
+	fmt.Sscan(fields[0], &n)
+	l := &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit(typev3.RateLimitUnit_value[fields[1]])}
+	if len(fields) > 2 {
+		fmt.Sscan(fields[2], &mult)
+		l.UnitMultiplier = wrapperspb.UInt32(mult)
+	}
+	return l
 }
 
 func (s step) String() string {
@@ -261,6 +275,9 @@ func summarize(resp *rlsv3.RateLimitResponse) string {
 		b.WriteString(" " + st.GetCode().String())
 		if l := st.GetCurrentLimit(); l != nil {
 			fmt.Fprintf(&b, " %d/%s", l.GetRequestsPerUnit(), l.GetUnit())
+			if m := l.GetUnitMultiplier(); m != nil {
+				fmt.Fprintf(&b, "x%d", m.GetValue())
+			}
 			if l.GetName() != "" {
 				fmt.Fprintf(&b, "(%s)", l.GetName())
 			}
