@@ -53,7 +53,7 @@ var documentedDifferences = []fixture{
 				want:   answer("OVER_LIMIT", status("OVER_LIMIT", "2/MINUTE", 0, time.Minute)),
 				fgWant: answer("OK", status("OK", "2/MINUTE", 0, time.Minute))},
 		}},
-	{name: "keys and values joined by '_'", doc: "(key a_b value c taken for key a value b_c)",
+	{name: "keys and values joined by '_'", doc: "key a_b value c taken for key a value b_c",
 		files:   oneFile("domain: doc\ndescriptors:\n  - key: a\n    value: b_c\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"),
 		upLoads: true, fgLoads: true, steps: []step{
 			{domain: "doc", descs: [][]string{{"a_b", "c"}}, want: answer("OK", status("OK", "2/MINUTE", 1, time.Minute)), fgWant: answer("OK", "OK")},
