@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +91,53 @@ func derivedSteps(domain string, paths []configPath) []step {
 	return steps
 }
 
+// randomSteps are n requests on domain drawn from its descriptors with a
+// generator seeded by seed: each of one to three descriptors, a path of
+// the configuration, sometimes cut short, lengthened or given another
+// value, costing one to four hits (a descriptor sometimes its own), the
+// clock sometimes moved on by up to an hour first. Checks that count
+// nothing are left out: past a limit they answer otherwise on purpose
+// (TestUpstreamDocumentedDifferences), as are limit overrides
+// (derivedSteps has them).
+func randomSteps(domain string, paths []configPath, seed uint64, n int) []step {
+	if len(paths) == 0 {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(seed, 18))
+	advances := []time.Duration{0, 0, 0, 0, 0, time.Second, 10 * time.Second, time.Minute, time.Hour}
+	steps := make([]step, n)
+	for i := range steps {
+		s := step{domain: domain, after: advances[r.IntN(len(advances))], hits: uint32(r.IntN(4) + 1)}
+		for j := range r.IntN(3) + 1 {
+			s.descs = append(s.descs, mutate(r, paths[r.IntN(len(paths))].entries))
+			if r.IntN(4) == 0 {
+				if s.descHits == nil {
+					s.descHits = map[int]uint64{}
+				}
+				s.descHits[j] = uint64(r.IntN(3) + 1)
+			}
+		}
+		steps[i] = s
+	}
+	return steps
+}
+
+// mutate returns entries, or most times a copy cut short, lengthened or
+// with its last value changed.
+func mutate(r *rand.Rand, entries []string) []string {
+	switch r.IntN(8) {
+	case 0:
+		if len(entries) > 2 {
+			return entries[:len(entries)-2]
+		}
+	case 1:
+		return append(append([]string(nil), entries...), "extra", "e")
+	case 2:
+		return withLast(entries, fmt.Sprintf("v%d", r.IntN(3)))
+	}
+	return entries
+}
+
 // withLast returns entries with the last value replaced by value.
 func withLast(entries []string, value string) []string {
 	e := append([]string(nil), entries...)
@@ -104,6 +154,9 @@ var differentialDifferences = newKnown(difference{
 	applies: func(_ string, s step) bool { return len(s.override) > 0 },
 })
 
+// randomRequests is how many requests randomSteps draws for each file.
+const randomRequests = 50
+
 // TestUpstreamDifferential: on each configuration file of upstream's
 // module that upstream loads, floodgate's envoyrls (memory store and a
 // real redis-server) answers as upstream's service does (on the same
@@ -119,7 +172,11 @@ func TestUpstreamDifferential(t *testing.T) {
 			continue
 		}
 		root := config.ConfigFileContentToYaml(name, string(files[name]))
-		steps := derivedSteps(root.Domain, configPaths(nil, root.Descriptors))
+		paths := configPaths(nil, root.Descriptors)
+		steps := derivedSteps(root.Domain, paths)
+		h := fnv.New64a()
+		h.Write([]byte(name))
+		steps = append(steps, randomSteps(root.Domain, paths, h.Sum64(), randomRequests)...)
 		requests += len(steps)
 		t.Run(name, func(t *testing.T) {
 			clk := clock.NewFake(suiteT0)

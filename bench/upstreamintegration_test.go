@@ -198,7 +198,7 @@ func TestUpstreamIntegration(t *testing.T) {
 // that: see known.check).
 func runSteps(t *testing.T, scenario string, peers []peer, clk *clock.Fake, steps []step, kn *known) {
 	t.Helper()
-	ref, others := peers[len(peers)-1], peers[:len(peers)-1]
+	others := peers[:len(peers)-1]
 	for i, s := range steps {
 		clk.Advance(s.after)
 		if s.config != nil {
@@ -207,7 +207,8 @@ func runSteps(t *testing.T, scenario string, peers []peer, clk *clock.Fake, step
 			}
 		}
 		id := fmt.Sprintf("%s/%d", scenario, i)
-		up := ask(ref, s)
+		answers := askAll(peers, s)
+		up := answers[len(answers)-1]
 		if s.want != "" && up != s.want {
 			t.Errorf("step %s, %v: upstream answers\n  %s\nwhere its test expects\n  %s", id, s, up, s.want)
 		}
@@ -217,8 +218,8 @@ func runSteps(t *testing.T, scenario string, peers []peer, clk *clock.Fake, step
 		}
 		k := kn.find(scenario, s)
 		differ := false
-		for _, p := range others {
-			if got := ask(p, s); got != want {
+		for j, p := range others {
+			if got := answers[j]; got != want {
 				differ = true
 				if k < 0 {
 					t.Errorf("step %s, %v:\n %-16s %s\n %-16s %s", id, s, p.name, got, "want", want)

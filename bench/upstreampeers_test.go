@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -257,6 +258,18 @@ func ask(p peer, s step) string {
 		return "error"
 	}
 	return summarize(resp)
+}
+
+// askAll sends s's request to every peer at once, and returns their
+// answers' summaries in the peers' order.
+func askAll(peers []peer, s step) []string {
+	answers := make([]string, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		wg.Go(func() { answers[i] = ask(p, s) })
+	}
+	wg.Wait()
+	return answers
 }
 
 // summarize writes an answer compactly: the overall code, then each
