@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/ratelimit/src/config"
 
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/envoyrls"
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
@@ -161,7 +162,7 @@ const randomRequests = 50
 // module that upstream loads, floodgate's envoyrls (memory store and a
 // real redis-server) answers as upstream's service does (on the same
 // redis-server) the requests derived from the file's descriptors
-// (derivedSteps), all reading one fake clock.
+// (derivedSteps, randomSteps), all reading one fake clock.
 func TestUpstreamDifferential(t *testing.T) {
 	u := findUpstream(t)
 	srv := redistest.NewServer(t)
@@ -171,18 +172,95 @@ func TestUpstreamDifferential(t *testing.T) {
 		if _, err := upstreamLoad(files); err != nil {
 			continue
 		}
-		root := config.ConfigFileContentToYaml(name, string(files[name]))
-		paths := configPaths(nil, root.Descriptors)
-		steps := derivedSteps(root.Domain, paths)
-		h := fnv.New64a()
-		h.Write([]byte(name))
-		steps = append(steps, randomSteps(root.Domain, paths, h.Sum64(), randomRequests)...)
-		requests += len(steps)
 		t.Run(name, func(t *testing.T) {
-			clk := clock.NewFake(suiteT0)
-			runSteps(t, name, newPeers(t, srv, clk, files), clk, steps, differentialDifferences)
+			requests += runDifferential(t, srv, name, files)
 		})
 	}
 	differentialDifferences.check(t)
 	t.Logf("%d requests derived from upstream's files", requests)
+}
+
+// runDifferential derives requests from the one file of files, named
+// name, and checks that the peers on it, started with opts, answer them
+// alike; it returns how many there were.
+func runDifferential(t *testing.T, srv *redistest.Server, name string, files map[string][]byte, opts ...envoyrls.Option) int {
+	t.Helper()
+	root := config.ConfigFileContentToYaml(name, string(files[name]))
+	paths := configPaths(nil, root.Descriptors)
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	steps := append(derivedSteps(root.Domain, paths), randomSteps(root.Domain, paths, h.Sum64(), randomRequests)...)
+	clk := clock.NewFake(suiteT0)
+	runSteps(t, name, newPeers(t, srv, clk, files, opts...), clk, steps, differentialDifferences)
+	return len(steps)
+}
+
+// ownFixtures are configurations of this test's own, for what upstream's
+// module reads and answers but its files do not use: the units of a week
+// and more, a number and a yes where a string belongs, YAML anchors and
+// merge keys, shadow mode and replaces side by side, an unlimited rule
+// that replaces, the statistics-only keys, a unit in capitals.
+var ownFixtures = map[string]string{"own.yaml": `domain: own
+descriptors:
+  - key: port
+    value: 80
+    rate_limit: {unit: week, requests_per_unit: 3}
+  - key: flag
+    value: yes
+    rate_limit: {unit: month, requests_per_unit: 2}
+  - key: calendar
+    rate_limit: {unit: year, requests_per_unit: 2}
+  - &gold
+    key: tier
+    value: gold
+    shadow_mode: on
+    rate_limit: {unit: day, requests_per_unit: 1, name: gold}
+  - <<: *gold
+    value: silver
+    shadow_mode: off
+    rate_limit: {unit: day, requests_per_unit: 2, name: silver, replaces: [{name: gold}]}
+  - key: free
+    rate_limit: {unlimited: true, name: free, replaces: [{name: silver}]}
+  - key: stats
+    detailed_metric: true
+    value_to_metric: true
+    descriptors:
+      - key: leaf
+        rate_limit: {unit: SECOND, requests_per_unit: 2}
+`}
+
+// TestUpstreamOwnFixtures: upstream's loader and floodgate's load
+// ownFixtures, and floodgate answers the requests derived from them as
+// upstream's service does.
+func TestUpstreamOwnFixtures(t *testing.T) {
+	srv := redistest.NewServer(t)
+	for name, text := range ownFixtures {
+		t.Run(name, func(t *testing.T) {
+			files := map[string][]byte{name: []byte(text)}
+			if _, err := upstreamLoad(files); err != nil {
+				t.Fatalf("upstream %s", verdict(err))
+			}
+			if _, err := envoyrls.ParseConfig(files); err != nil {
+				t.Fatalf("floodgate %s", verdict(err))
+			}
+			runDifferential(t, srv, name, files)
+		})
+	}
+	differentialDifferences.check(t)
+}
+
+// TestUpstreamGlobalShadowMode: with the whole service in shadow mode
+// (upstream's SHADOW_MODE, envoyrls.WithShadowMode), floodgate answers the
+// requests derived from upstream's integration configuration as upstream
+// does.
+func TestUpstreamGlobalShadowMode(t *testing.T) {
+	u := findUpstream(t)
+	srv := redistest.NewServer(t)
+	t.Setenv("SHADOW_MODE", "true") // upstream reads it at each configuration load
+	for _, name := range u.integrationFiles(t) {
+		t.Run(name, func(t *testing.T) {
+			runDifferential(t, srv, name, u.read(t, name), envoyrls.WithShadowMode(true))
+		})
+	}
+	differentialDifferences.check(t)
 }

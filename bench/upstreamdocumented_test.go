@@ -82,6 +82,14 @@ var documentedDifferences = []fixture{
 		}},
 	{name: "several YAML documents", doc: "A file of more than one YAML document is an error too",
 		files: oneFile(twoPerMinute + "---\ndomain: other\n"), upLoads: true, fgLoads: false},
+	{name: "quota mode", doc: "local cache and quota mode are not here",
+		files:   oneFile("domain: doc\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"),
+		upLoads: true, fgLoads: false, steps: []step{
+			{domain: "doc", descs: [][]string{{"k", "a"}}, want: answer("OK", status("OK", "2/MINUTE", 1, time.Minute))},
+			{domain: "doc", descs: [][]string{{"k", "a"}}, want: answer("OK", status("OK", "2/MINUTE", 0, time.Minute))},
+			// Over the limit in quota mode: OK, without a reset.
+			{domain: "doc", descs: [][]string{{"k", "a"}}, want: answer("OK", status("OK", "2/MINUTE", 0, 0))},
+		}},
 	{name: "a key in the wrong place", doc: "so it accepts a key in the wrong place",
 		files:   oneFile("domain: doc\ndescriptors:\n  - key: k\n    unit: minute\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"),
 		upLoads: true, fgLoads: false},
@@ -116,10 +124,17 @@ func TestUpstreamDocumentedDifferences(t *testing.T) {
 				}
 			}
 			checkVerdicts(t, f)
-			if len(f.steps) > 0 && f.upLoads && f.fgLoads {
-				clk := clock.NewFake(suiteT0)
-				runSteps(t, f.name, newPeers(t, srv, clk, f.bytes()), clk, f.steps, newKnown())
+			if len(f.steps) == 0 || !f.upLoads {
+				return
 			}
+			clk := clock.NewFake(suiteT0)
+			var peers []peer
+			if f.fgLoads {
+				peers = newPeers(t, srv, clk, f.bytes())
+			} else { // upstream's answers only
+				peers = []peer{newUpstreamPeer(t, srv, fmt.Sprintf("up%d:", suitePrefixes.Add(1)), clk, f.bytes())}
+			}
+			runSteps(t, f.name, peers, clk, f.steps, newKnown())
 		})
 	}
 }

@@ -66,14 +66,14 @@ var suitePrefixes atomic.Int64
 // newPeers starts the three peers on files, on the redis-server srv, with
 // the fake clock clk; t's cleanup stops them. Upstream's is the last:
 // runSteps takes it as the reference.
-func newPeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, files map[string][]byte) []peer {
+func newPeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, files map[string][]byte, opts ...envoyrls.Option) []peer {
 	t.Helper()
-	return append(newFloodgatePeers(t, srv, clk, files), newUpstreamPeer(t, srv, fmt.Sprintf("up%d:", suitePrefixes.Add(1)), clk, files))
+	return append(newFloodgatePeers(t, srv, clk, files, opts...), newUpstreamPeer(t, srv, fmt.Sprintf("up%d:", suitePrefixes.Add(1)), clk, files))
 }
 
 // newFloodgatePeers starts envoyrls on files on the memory store and on
-// srv.
-func newFloodgatePeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, files map[string][]byte) []peer {
+// srv, with opts.
+func newFloodgatePeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, files map[string][]byte, opts ...envoyrls.Option) []peer {
 	t.Helper()
 	rs, err := redisstore.New(srv.Client(t), redisstore.WithCallerTime(), redisstore.WithMinTTL(keyTTL),
 		redisstore.WithPrefix(fmt.Sprintf("fg%d:", suitePrefixes.Add(1))))
@@ -81,18 +81,18 @@ func newFloodgatePeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, fil
 		t.Fatal(err)
 	}
 	return []peer{
-		newFloodgatePeer(t, "floodgate/memory", memstore.New(0), clk, files),
-		newFloodgatePeer(t, "floodgate/redis", rs, clk, files),
+		newFloodgatePeer(t, "floodgate/memory", memstore.New(0), clk, files, opts...),
+		newFloodgatePeer(t, "floodgate/redis", rs, clk, files, opts...),
 	}
 }
 
-func newFloodgatePeer(t testing.TB, name string, st store.Store, clk *clock.Fake, files map[string][]byte) peer {
+func newFloodgatePeer(t testing.TB, name string, st store.Store, clk *clock.Fake, files map[string][]byte, opts ...envoyrls.Option) peer {
 	t.Helper()
 	cfg, err := envoyrls.ParseConfig(files)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := envoyrls.NewService(cfg, st, envoyrls.WithClock(clk))
+	s := envoyrls.NewService(cfg, st, append([]envoyrls.Option{envoyrls.WithClock(clk)}, opts...)...)
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, s)
 	return peer{name: name, client: serveGRPC(t, gs), setConfig: func(t testing.TB, files map[string][]byte) {
