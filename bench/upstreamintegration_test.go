@@ -191,6 +191,31 @@ func TestUpstreamIntegration(t *testing.T) {
 	answerDifferences.check(t)
 }
 
+// TestUpstreamJSON: as TestUpstreamIntegration, over the HTTP form of the
+// services (POST /json): the same answers, decoded from their JSON, with status
+// 200 for OK and 429 for OVER_LIMIT; and the requests both refuse, with
+// the same status.
+func TestUpstreamJSON(t *testing.T) {
+	u := findUpstream(t)
+	srv := redistest.NewServer(t)
+	names := u.integrationFiles(t)
+	integration := u.read(t, names...)
+	withReload := u.read(t, append(names, upstreamReloadFile)...)
+	for name, steps := range upstreamIntegrationScenarios(integration, withReload) {
+		t.Run(name, func(t *testing.T) {
+			for i := range steps {
+				steps[i].overJSON = true
+				if steps[i].want == "" && name == "refused" {
+					steps[i].want = "error: HTTP 400"
+				}
+			}
+			clk := clock.NewFake(suiteT0)
+			runSteps(t, name, newPeers(t, srv, clk, integration), clk, steps, answerDifferences)
+		})
+	}
+	answerDifferences.check(t)
+}
+
 // runSteps sends each step to every peer, the last being upstream's
 // reference, and checks the answers: upstream's is the step's want, when
 // it has one, and every other peer's is the step's fgWant when it has

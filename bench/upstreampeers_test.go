@@ -1,10 +1,15 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,12 +22,14 @@ import (
 	"github.com/envoyproxy/ratelimit/src/config"
 	"github.com/envoyproxy/ratelimit/src/provider"
 	uredis "github.com/envoyproxy/ratelimit/src/redis"
+	userver "github.com/envoyproxy/ratelimit/src/server"
 	uservice "github.com/envoyproxy/ratelimit/src/service"
 	"github.com/envoyproxy/ratelimit/src/settings"
 	gostats "github.com/lyft/gostats"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/floodgate/floodgate/clock"
@@ -52,11 +59,12 @@ var suiteT0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 // clock says is current.
 const keyTTL = time.Hour
 
-// A peer is one service under test.
+// A peer is one service under test: a client of its gRPC service and
+// one of its HTTP form (POST /json).
 type peer struct {
-	name      string
-	client    rlsv3.RateLimitServiceClient
-	setConfig func(t testing.TB, files map[string][]byte)
+	name         string
+	client, json rlsv3.RateLimitServiceClient
+	setConfig    func(t testing.TB, files map[string][]byte)
 }
 
 // suitePrefixes number the peers' Redis key prefixes, so that every peer of
@@ -95,7 +103,7 @@ func newFloodgatePeer(t testing.TB, name string, st store.Store, clk *clock.Fake
 	s := envoyrls.NewService(cfg, st, append([]envoyrls.Option{envoyrls.WithClock(clk)}, opts...)...)
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, s)
-	return peer{name: name, client: serveGRPC(t, gs), setConfig: func(t testing.TB, files map[string][]byte) {
+	return peer{name: name, client: serveGRPC(t, gs), json: serveJSON(t, s.JSONHandler()), setConfig: func(t testing.TB, files map[string][]byte) {
 		cfg, err := envoyrls.ParseConfig(files)
 		if err != nil {
 			t.Fatal(err)
@@ -120,6 +128,58 @@ func serveGRPC(t testing.TB, gs *grpc.Server) rlsv3.RateLimitServiceClient {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return rlsv3.NewRateLimitServiceClient(conn)
+}
+
+// serveJSON serves h at /json on a loopback port until t ends, and
+// returns a client of it.
+func serveJSON(t testing.TB, h http.Handler) rlsv3.RateLimitServiceClient {
+	mux := http.NewServeMux()
+	mux.Handle("/json", h)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return jsonClient{srv.URL + "/json"}
+}
+
+// jsonClient asks a service over HTTP, POST /json.
+type jsonClient struct{ url string }
+
+// An httpError is an answer of /json that carries no response.
+type httpError struct{ status int }
+
+func (e httpError) Error() string { return fmt.Sprintf("HTTP %d", e.status) }
+
+// ShouldRateLimit posts in and returns the response, or an httpError when
+// the status is not 200 or 429, or is not the one the response's overall
+// code calls for.
+func (j jsonClient) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest, _ ...grpc.CallOption) (*rlsv3.RateLimitResponse, error) {
+	body, err := protojson.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests {
+		return nil, httpError{resp.StatusCode}
+	}
+	var r rlsv3.RateLimitResponse
+	if err := protojson.Unmarshal(out, &r); err != nil {
+		return nil, err
+	}
+	if over := r.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT; over != (resp.StatusCode == http.StatusTooManyRequests) {
+		return nil, fmt.Errorf("HTTP %d with %v", resp.StatusCode, r.GetOverallCode())
+	}
+	return &r, nil
 }
 
 // newUpstreamPeer builds envoyproxy/ratelimit's service as its runner
@@ -149,7 +209,7 @@ func newUpstreamPeer(t testing.TB, srv *redistest.Server, prefix string, clk *cl
 	set(t, files)
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
-	return peer{name: "upstream/redis", client: serveGRPC(t, gs), setConfig: set}
+	return peer{name: "upstream/redis", client: serveGRPC(t, gs), json: serveJSON(t, http.HandlerFunc(userver.NewJsonHandler(svc))), setConfig: set}
 }
 
 // fakeTimeSource is upstream's clock (utils.TimeSource) reading a fake one.
@@ -191,6 +251,8 @@ type step struct {
 	descHits map[int]uint64
 	override map[int]string
 	want     string // upstream's answer (see summarize); "" checks only that every peer answers alike
+	// overJSON sends the request to POST /json instead of gRPC.
+	overJSON bool
 	// fgWant, when not "", is floodgate's answer where it differs from
 	// upstream's on purpose (envoyrls's package documentation).
 	fgWant string
@@ -253,7 +315,14 @@ func (s step) String() string {
 func ask(p peer, s step) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := p.client.ShouldRateLimit(ctx, s.request())
+	c := p.client
+	if s.overJSON {
+		c = p.json
+	}
+	resp, err := c.ShouldRateLimit(ctx, s.request())
+	if he, ok := errors.AsType[httpError](err); ok {
+		return "error: " + he.Error()
+	}
 	if err != nil {
 		return "error"
 	}
