@@ -243,7 +243,7 @@ func TestUpstreamOwnFixtures(t *testing.T) {
 			if _, err := envoyrls.ParseConfig(files); err != nil {
 				t.Fatalf("floodgate %s", verdict(err))
 			}
-			runDifferential(t, srv, name, files)
+			t.Logf("%d requests", runDifferential(t, srv, name, files))
 		})
 	}
 	differentialDifferences.check(t)
@@ -259,7 +259,7 @@ func TestUpstreamGlobalShadowMode(t *testing.T) {
 	t.Setenv("SHADOW_MODE", "true") // upstream reads it at each configuration load
 	for _, name := range u.integrationFiles(t) {
 		t.Run(name, func(t *testing.T) {
-			runDifferential(t, srv, name, u.read(t, name), envoyrls.WithShadowMode(true))
+			t.Logf("%d requests", runDifferential(t, srv, name, u.read(t, name), envoyrls.WithShadowMode(true)))
 		})
 	}
 	differentialDifferences.check(t)
