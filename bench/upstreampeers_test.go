@@ -29,6 +29,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -323,8 +324,11 @@ func ask(p peer, s step) string {
 	if he, ok := errors.AsType[httpError](err); ok {
 		return "error: " + he.Error()
 	}
+	if st, ok := grpcstatus.FromError(err); ok && err != nil {
+		return fmt.Sprintf("error: %v: %s", st.Code(), st.Message())
+	}
 	if err != nil {
-		return "error"
+		return "error: " + err.Error()
 	}
 	return summarize(resp)
 }
