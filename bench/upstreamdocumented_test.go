@@ -156,10 +156,12 @@ func checkVerdicts(t *testing.T, f fixture) {
 }
 
 // newerFeatures are fixtures for what upstream's main branch does beyond
-// the version the module proxy serves, as its README and tests describe
-// it: a '*' anywhere in a value (README, example 9; test/config/
-// wildcard.yaml and share_threshold.yaml), and a descriptor's metadata
-// (test/config/metadata.yaml), which changes no answer unless upstream's
+// the version the module proxy serves, as its README, tests and source
+// describe it: a '*' anywhere in a value (README, example 9; test/config/
+// wildcard.yaml and share_threshold.yaml), quota mode's overall code
+// (src/service/ratelimit.go; the proxy's version answers a quota's
+// status OK instead), and a descriptor's metadata (test/config/
+// metadata.yaml), which changes no answer unless upstream's
 // RESPONSE_DYNAMIC_METADATA is set. Upstream's code at that version is
 // not in the module cache: the answers are written out, and only
 // floodgate is asked.
@@ -191,6 +193,26 @@ descriptors:
 		{domain: "newer", descs: [][]string{{"host", "shard-3.internal"}}, want: answer("OVER_LIMIT", status("OVER_LIMIT", "2/HOUR", 0, time.Hour))},
 		{domain: "newer", descs: [][]string{{"host", "shard-1.external"}}, want: answer("OK", "OK")},
 	}},
+	{name: "quota mode", fgLoads: true, files: oneFile(`domain: newer
+descriptors:
+  - key: primary
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: backup
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`), steps: []step{
+		// Statuses as usual; the overall code OVER_LIMIT only when every
+		// descriptor in quota mode is over (src/service/ratelimit.go).
+		{domain: "newer", descs: [][]string{{"primary", "a"}, {"backup", "a"}},
+			want: answer("OK", status("OK", "1/MINUTE", 0, time.Minute), status("OK", "2/MINUTE", 1, time.Minute))},
+		{domain: "newer", descs: [][]string{{"primary", "a"}, {"backup", "a"}},
+			want: answer("OK", status("OVER_LIMIT", "1/MINUTE", 0, time.Minute), status("OK", "2/MINUTE", 0, time.Minute))},
+		{domain: "newer", descs: [][]string{{"primary", "a"}, {"backup", "a"}},
+			want: answer("OVER_LIMIT", status("OVER_LIMIT", "1/MINUTE", 0, time.Minute), status("OVER_LIMIT", "2/MINUTE", 0, time.Minute))},
+		{domain: "newer", descs: [][]string{{"primary", "b"}}, want: answer("OK", status("OK", "1/MINUTE", 0, time.Minute))},
+		{domain: "newer", descs: [][]string{{"primary", "b"}}, want: answer("OVER_LIMIT", status("OVER_LIMIT", "1/MINUTE", 0, time.Minute))},
+	}},
 	{name: "metadata", fgLoads: true, files: oneFile(`domain: newer
 descriptors:
   - key: team
@@ -209,6 +231,7 @@ descriptors:
 var newerDifferences = map[string]string{
 	"wildcards anywhere": "floodgate takes a '*' before a value's end literally, and refuses share_threshold on such a value (branch envoymatch)",
 	"metadata":           "floodgate refuses the key metadata (branch envoymatch)",
+	"quota mode":         "floodgate refuses the key quota_mode (branch envoymatch)",
 }
 
 // TestUpstreamNewerFeatures: floodgate loads and answers newerFeatures as
