@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -375,14 +376,19 @@ func summarize(resp *rlsv3.RateLimitResponse) string {
 			fmt.Fprintf(&b, " t=%v", d.AsDuration())
 		}
 	}
-	if h := resp.GetResponseHeadersToAdd(); len(h) > 0 {
-		fmt.Fprintf(&b, " headers=%v", h)
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		fmt.Fprintf(&b, " [%s: %s]", h.GetKey(), h.GetValue())
 	}
-	if h := resp.GetRequestHeadersToAdd(); len(h) > 0 {
-		fmt.Fprintf(&b, " request_headers=%v", h)
+	for _, h := range resp.GetRequestHeadersToAdd() {
+		fmt.Fprintf(&b, " [request %s: %s]", h.GetKey(), h.GetValue())
 	}
 	if m := resp.GetDynamicMetadata(); m != nil {
-		fmt.Fprintf(&b, " metadata=%v", m)
+		// encoding/json sorts the keys: protojson's output is unstable.
+		j, err := json.Marshal(m.AsMap())
+		if err != nil {
+			j = []byte(err.Error())
+		}
+		fmt.Fprintf(&b, " metadata=%s", j)
 	}
 	return b.String()
 }
