@@ -132,7 +132,7 @@ func TestUpstreamDocumentedDifferences(t *testing.T) {
 			if f.fgLoads {
 				peers = newPeers(t, srv, clk, f.bytes())
 			} else { // upstream's answers only
-				peers = []peer{newUpstreamPeer(t, srv, fmt.Sprintf("up%d:", suitePrefixes.Add(1)), clk, f.bytes())}
+				peers = []peer{newUpstreamPeer(t, srv, upstreamVariant{}, clk, f.bytes())}
 			}
 			runSteps(t, f.name, peers, clk, f.steps, newKnown())
 		})

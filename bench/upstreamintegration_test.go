@@ -177,10 +177,21 @@ func (k *known) check(t testing.TB) {
 	}
 }
 
+// upstreamVariants are the settings of upstream's that its integration
+// test's TestBasicConfig runs its requests under besides the default, and
+// floodgate has no need of (each Redis client is on the same redis-server
+// here).
+var upstreamVariants = []upstreamVariant{
+	{name: "per-second Redis", perSecond: true},
+	{name: "local cache", localCache: 1000},
+	{name: "per-second Redis and local cache", perSecond: true, localCache: 1000},
+}
+
 // TestUpstreamIntegration: floodgate's envoyrls, on its memory store and
 // on a real redis-server, answers the requests of upstream's integration
 // test as that test expects and as upstream's own service answers them,
-// all reading one fake clock.
+// all reading one fake clock; and upstream under the variants of its
+// settings its test runs answers them the same.
 func TestUpstreamIntegration(t *testing.T) {
 	u := findUpstream(t)
 	srv := redistest.NewServer(t)
@@ -194,6 +205,14 @@ func TestUpstreamIntegration(t *testing.T) {
 		})
 	}
 	answerDifferences.check(t)
+	for _, v := range upstreamVariants {
+		for name, steps := range upstreamIntegrationScenarios(integration, withReload) {
+			t.Run(v.name+"/"+name, func(t *testing.T) {
+				clk := clock.NewFake(suiteT0)
+				runSteps(t, name, []peer{newUpstreamPeer(t, srv, v, clk, integration)}, clk, steps, newKnown())
+			})
+		}
+	}
 }
 
 // TestUpstreamJSON: as TestUpstreamIntegration, over the HTTP form of the

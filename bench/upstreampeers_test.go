@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coocood/freecache"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -78,7 +79,7 @@ var suitePrefixes atomic.Int64
 // runSteps takes it as the reference.
 func newPeers(t testing.TB, srv *redistest.Server, clk *clock.Fake, files map[string][]byte, opts ...envoyrls.Option) []peer {
 	t.Helper()
-	return append(newFloodgatePeers(t, srv, clk, files, opts...), newUpstreamPeer(t, srv, fmt.Sprintf("up%d:", suitePrefixes.Add(1)), clk, files))
+	return append(newFloodgatePeers(t, srv, clk, files, opts...), newUpstreamPeer(t, srv, upstreamVariant{}, clk, files))
 }
 
 // newFloodgatePeers starts envoyrls on files on the memory store and on
@@ -184,21 +185,34 @@ func (j jsonClient) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequ
 	return &r, nil
 }
 
+// An upstreamVariant is a setting of upstream's under which its
+// integration test runs its requests too, expecting the same answers.
+type upstreamVariant struct {
+	name       string
+	perSecond  bool // REDIS_PERSECOND: per-second limits through a client of their own
+	localCache int  // LOCAL_CACHE_SIZE_IN_BYTES: over-limit keys remembered in process
+}
+
 // newUpstreamPeer builds envoyproxy/ratelimit's service as its runner
-// does with its Redis backend (settings at their defaults: one Redis, no
-// local cache, no expiration jitter, statistics kept nowhere), on srv
-// with keys under prefix, and its clock reading clk.
-func newUpstreamPeer(t testing.TB, srv *redistest.Server, prefix string, clk *clock.Fake, files map[string][]byte) peer {
+// does with its Redis backend (settings at their defaults but for v's: one
+// Redis, no local cache, no expiration jitter, statistics kept nowhere),
+// on srv with keys under a prefix of their own, and its clock reading clk.
+func newUpstreamPeer(t testing.TB, srv *redistest.Server, v upstreamVariant, clk *clock.Fake, files map[string][]byte) peer {
 	t.Helper()
 	logrus.SetLevel(logrus.ErrorLevel) // upstream logs every configuration load at info
 	s := settings.NewSettings()
 	sm := upstreamStats()
-	client := uredis.NewClientImpl(gostats.NewStore(gostats.NewNullSink(), false).Scope("redis_pool"), false, "", srv.Network(), "SINGLE", srv.Addr(), 2,
-		s.RedisPipelineWindow, s.RedisPipelineLimit, nil, false, nil, s.RedisTimeout, s.RedisPoolOnEmptyBehavior, "")
-	t.Cleanup(func() { client.Close() })
 	ts := fakeTimeSource{clk}
-	cache := uredis.NewFixedRateLimitCacheImpl(longExpiry{client}, nil, ts, rand.New(rand.NewSource(1)), 0, nil,
-		s.NearLimitRatio, prefix, sm, false)
+	var perSecond uredis.Client
+	if v.perSecond {
+		perSecond = upstreamRedis(t, srv, s)
+	}
+	var local *freecache.Cache
+	if v.localCache > 0 {
+		local = freecache.NewCache(v.localCache)
+	}
+	cache := uredis.NewFixedRateLimitCacheImpl(upstreamRedis(t, srv, s), perSecond, ts, rand.New(rand.NewSource(1)), 0, local,
+		s.NearLimitRatio, fmt.Sprintf("up%d:", suitePrefixes.Add(1)), sm, false)
 	svc := uservice.NewService(cache, noProvider{}, sm, nil, ts, false, true, false)
 	set := func(t testing.TB, files map[string][]byte) {
 		t.Helper()
@@ -212,6 +226,15 @@ func newUpstreamPeer(t testing.TB, srv *redistest.Server, prefix string, clk *cl
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
 	return peer{name: "upstream/redis", client: serveGRPC(t, gs), json: serveJSON(t, http.HandlerFunc(userver.NewJsonHandler(svc))), setConfig: set}
+}
+
+// upstreamRedis is upstream's Redis client of srv, its EXPIREs made
+// keyTTL; t's cleanup closes it.
+func upstreamRedis(t testing.TB, srv *redistest.Server, s settings.Settings) uredis.Client {
+	client := uredis.NewClientImpl(gostats.NewStore(gostats.NewNullSink(), false).Scope("redis_pool"), false, "", srv.Network(), "SINGLE", srv.Addr(), 2,
+		s.RedisPipelineWindow, s.RedisPipelineLimit, nil, false, nil, s.RedisTimeout, s.RedisPoolOnEmptyBehavior, "")
+	t.Cleanup(func() { client.Close() })
+	return longExpiry{client}
 }
 
 // fakeTimeSource is upstream's clock (utils.TimeSource) reading a fake one.
