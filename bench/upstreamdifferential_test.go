@@ -156,7 +156,7 @@ var differentialDifferences = newKnown(difference{
 })
 
 // randomRequests is how many requests randomSteps draws for each file.
-const randomRequests = 50
+const randomRequests = 25
 
 // TestUpstreamDifferential: on each configuration file of upstream's
 // module that upstream loads, floodgate's envoyrls (memory store and a

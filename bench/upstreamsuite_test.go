@@ -59,7 +59,8 @@ func findUpstream(t testing.TB) upstreamModule {
 }
 
 // yamlFiles returns the module's YAML files, as paths relative to its
-// directory, sorted.
+// directory, sorted, and then the YAML blocks of its README as
+// README.md#1, README.md#2...
 func (u upstreamModule) yamlFiles(t testing.TB) []string {
 	t.Helper()
 	var files []string
@@ -78,7 +79,37 @@ func (u upstreamModule) yamlFiles(t testing.TB) []string {
 		t.Fatal(err)
 	}
 	slices.Sort(files)
+	for i := range u.readmeBlocks(t) {
+		files = append(files, fmt.Sprintf("%s%d", readmeBlock, i+1))
+	}
 	return files
+}
+
+// readmeBlock begins the names of the README's YAML blocks.
+const readmeBlock = "README.md#"
+
+// readmeBlocks returns the YAML code blocks of the module's README, in
+// order.
+func (u upstreamModule) readmeBlocks(t testing.TB) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(u.dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	var block *strings.Builder
+	for line := range strings.Lines(string(data)) {
+		switch fence := strings.TrimSpace(line); {
+		case block == nil && (fence == "```yaml" || fence == "```yml"):
+			block = new(strings.Builder)
+		case block != nil && fence == "```":
+			blocks = append(blocks, block.String())
+			block = nil
+		case block != nil:
+			block.WriteString(line)
+		}
+	}
+	return blocks
 }
 
 // read returns the named files' contents, keyed by their names.
@@ -86,6 +117,12 @@ func (u upstreamModule) read(t testing.TB, names ...string) map[string][]byte {
 	t.Helper()
 	files := make(map[string][]byte, len(names))
 	for _, name := range names {
+		if n, ok := strings.CutPrefix(name, readmeBlock); ok {
+			var i int
+			fmt.Sscan(n, &i)
+			files[name] = []byte(u.readmeBlocks(t)[i-1])
+			continue
+		}
 		data, err := os.ReadFile(filepath.Join(u.dir, filepath.FromSlash(name)))
 		if err != nil {
 			t.Fatal(err)
@@ -129,16 +166,19 @@ type fileSet struct {
 	files []string // relative to the module's directory
 }
 
-// upstreamFileSets are each YAML file of the module alone, each directory's
-// YAML files together (as upstream's runner loads a directory), and the
-// pairs that upstream's own configuration test loads together.
+// upstreamFileSets are each YAML file of the module (and YAML block of its
+// README) alone, each directory's YAML files together (as upstream's
+// runner loads a directory), and the pairs that upstream's own
+// configuration test loads together.
 func upstreamFileSets(t testing.TB, u upstreamModule) []fileSet {
 	files := u.yamlFiles(t)
 	var sets []fileSet
 	dirs := map[string][]string{}
 	for _, f := range files {
 		sets = append(sets, fileSet{f, []string{f}})
-		dirs[filepath.ToSlash(filepath.Dir(f))] = append(dirs[filepath.ToSlash(filepath.Dir(f))], f)
+		if !strings.HasPrefix(f, readmeBlock) {
+			dirs[filepath.ToSlash(filepath.Dir(f))] = append(dirs[filepath.ToSlash(filepath.Dir(f))], f)
+		}
 	}
 	for _, dir := range slices.Sorted(mapsKeys(dirs)) {
 		if len(dirs[dir]) > 1 {
