@@ -74,57 +74,73 @@ func answer(code string, statuses ...string) string {
 // with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, settings floodgate does
 // not have (envoyrls's package documentation).
 func upstreamIntegrationScenarios(integration, withReload map[string][]byte) map[string][]step {
-	const sec, min, hour, day = time.Second, time.Minute, time.Hour, 24 * time.Hour
-	basic := []step{
-		{domain: "foo", descs: [][]string{{"hello", "world"}}, want: answer("OK", "OK")},
-		{domain: "basic", descs: [][]string{{"key1", "foo"}}, want: answer("OK", status("OK", "50/SECOND", 49, sec))},
-	}
-	for i := range 25 {
-		want := answer("OK", status("OK", "20/MINUTE", 20-(i+1), min))
-		if i >= 20 {
-			want = answer("OVER_LIMIT", status("OVER_LIMIT", "20/MINUTE", 0, min))
-		}
-		basic = append(basic, step{domain: "another", descs: [][]string{{"key2", "r1"}}, want: want})
-	}
-	for i := range 15 {
-		code, code2, rem2 := "OK", "OK", 10-(i+1)
-		if i >= 10 {
-			code, code2, rem2 = "OVER_LIMIT", "OVER_LIMIT", 0
-		}
-		basic = append(basic, step{domain: "another", descs: [][]string{{"key2", "r2"}, {"key3", "r2"}},
-			want: answer(code, status("OK", "20/MINUTE", 20-(i+1), min), status(code2, "10/HOUR", rem2, hour))})
-	}
-	basic = append(basic,
-		step{domain: "another", descs: [][]string{{"key4", "durTest"}}, want: answer("OK", status("OK", "20/DAY", 19, day))},
-		step{after: 2 * sec, domain: "another", descs: [][]string{{"key4", "durTest"}}, want: answer("OK", status("OK", "20/DAY", 18, day-2*sec))},
-	)
-
-	reload := []step{
-		{domain: "reload", descs: [][]string{{"block", "foo"}}, want: answer("OK", "OK")},
-		{config: withReload, domain: "reload", descs: [][]string{{"key1", "foo"}}, want: answer("OK", status("OK", "50/SECOND", 49, sec))},
-		{domain: "reload", descs: [][]string{{"block", "foo"}}}, // not in upstream's test
-		{config: integration, domain: "reload", descs: [][]string{{"key1", "foo"}}},
-	}
-
-	var share []step
-	for i := range 10 {
-		share = append(share, step{domain: "share-threshold-test", descs: [][]string{{"files", "files/a.pdf"}},
-			want: answer("OK", status("OK", "10/HOUR", 10-(i+1), hour))})
-	}
-	share = append(share, step{domain: "share-threshold-test", descs: [][]string{{"files", "files/b.csv"}},
-		want: answer("OVER_LIMIT", status("OVER_LIMIT", "10/HOUR", 0, hour))})
-	for i := range 10 {
-		share = append(share, step{domain: "share-threshold-test", descs: [][]string{{"files_no_share", fmt.Sprintf("files_no_share/%d", i)}},
-			want: answer("OK", status("OK", "10/HOUR", 9, hour))})
-	}
-
 	// Not in upstream's integration test: the requests its service
 	// refuses (checkServiceErr in src/service/ratelimit.go).
 	refused := []step{
 		{domain: "", descs: [][]string{{"key1", "foo"}}},
 		{domain: "basic"},
 	}
-	return map[string][]step{"basic": basic, "reload": reload, "share_threshold": share, "refused": refused}
+	return map[string][]step{"basic": basicScenario(), "reload": reloadScenario(integration, withReload),
+		"share_threshold": shareThresholdScenario(), "refused": refused}
+}
+
+// basicScenario is testBasicBaseConfig's requests: an unknown domain, a
+// limit per second, a minute's limit and past it, two descriptors of which
+// one goes over, and a day's reset that gets shorter.
+func basicScenario() []step {
+	steps := []step{
+		{domain: "foo", descs: [][]string{{"hello", "world"}}, want: answer("OK", "OK")},
+		{domain: "basic", descs: [][]string{{"key1", "foo"}}, want: answer("OK", status("OK", "50/SECOND", 49, time.Second))},
+	}
+	for i := range 25 {
+		want := answer("OK", status("OK", "20/MINUTE", 20-(i+1), time.Minute))
+		if i >= 20 {
+			want = answer("OVER_LIMIT", status("OVER_LIMIT", "20/MINUTE", 0, time.Minute))
+		}
+		steps = append(steps, step{domain: "another", descs: [][]string{{"key2", "r1"}}, want: want})
+	}
+	for i := range 15 {
+		code, code2, rem2 := "OK", "OK", 10-(i+1)
+		if i >= 10 {
+			code, code2, rem2 = "OVER_LIMIT", "OVER_LIMIT", 0
+		}
+		steps = append(steps, step{domain: "another", descs: [][]string{{"key2", "r2"}, {"key3", "r2"}},
+			want: answer(code, status("OK", "20/MINUTE", 20-(i+1), time.Minute), status(code2, "10/HOUR", rem2, time.Hour))})
+	}
+	const day = 24 * time.Hour
+	return append(steps,
+		step{domain: "another", descs: [][]string{{"key4", "durTest"}}, want: answer("OK", status("OK", "20/DAY", 19, day))},
+		step{after: 2 * time.Second, domain: "another", descs: [][]string{{"key4", "durTest"}},
+			want: answer("OK", status("OK", "20/DAY", 18, day-2*time.Second))},
+	)
+}
+
+// reloadScenario is testConfigReload's requests: a domain before its file
+// is added, after, and (not in upstream's test) after it is removed again.
+func reloadScenario(integration, withReload map[string][]byte) []step {
+	return []step{
+		{domain: "reload", descs: [][]string{{"block", "foo"}}, want: answer("OK", "OK")},
+		{config: withReload, domain: "reload", descs: [][]string{{"key1", "foo"}}, want: answer("OK", status("OK", "50/SECOND", 49, time.Second))},
+		{domain: "reload", descs: [][]string{{"block", "foo"}}},
+		{config: integration, domain: "reload", descs: [][]string{{"key1", "foo"}}},
+	}
+}
+
+// shareThresholdScenario is testShareThreshold's requests: values of a
+// wildcard that share one limit, then values of one that do not.
+func shareThresholdScenario() []step {
+	var steps []step
+	for i := range 10 {
+		steps = append(steps, step{domain: "share-threshold-test", descs: [][]string{{"files", "files/a.pdf"}},
+			want: answer("OK", status("OK", "10/HOUR", 10-(i+1), time.Hour))})
+	}
+	steps = append(steps, step{domain: "share-threshold-test", descs: [][]string{{"files", "files/b.csv"}},
+		want: answer("OVER_LIMIT", status("OVER_LIMIT", "10/HOUR", 0, time.Hour))})
+	for i := range 10 {
+		steps = append(steps, step{domain: "share-threshold-test", descs: [][]string{{"files_no_share", fmt.Sprintf("files_no_share/%d", i)}},
+			want: answer("OK", status("OK", "10/HOUR", 9, time.Hour))})
+	}
+	return steps
 }
 
 // answerDifferences are the known differences between floodgate's and
