@@ -46,6 +46,19 @@ const twoPerMinute = "domain: doc\ndescriptors:\n  - key: k\n    rate_limit: {un
 // loader and service (at the module's version) and floodgate must do what
 // the documentation says.
 var documentedDifferences = []fixture{
+	{name: "error codes", doc: "where upstream answers codes.Unknown",
+		files: oneFile(twoPerMinute), upLoads: true, fgLoads: true, steps: []step{
+			// The requests upstream's service refuses (checkServiceErr in
+			// src/service/ratelimit.go), over gRPC and POST /json.
+			{domain: "", descs: [][]string{{"k", "a"}},
+				want:   "error: Unknown: rate limit domain must not be empty",
+				fgWant: "error: InvalidArgument: rate limit domain must not be empty"},
+			{domain: "doc",
+				want:   "error: Unknown: rate limit descriptor list must not be empty",
+				fgWant: "error: InvalidArgument: rate limit descriptor list must not be empty"},
+			{domain: "", descs: [][]string{{"k", "a"}}, overJSON: true, want: "error: HTTP 400"},
+			{domain: "doc", overJSON: true, want: "error: HTTP 400"},
+		}},
 	{name: "a check past the limit", doc: "A descriptor with hits_addend 0 on a window already past its limit",
 		files: oneFile(twoPerMinute), upLoads: true, fgLoads: true, steps: []step{
 			{domain: "doc", descs: [][]string{{"k", "a"}}, hits: 3, want: answer("OVER_LIMIT", status("OVER_LIMIT", "2/MINUTE", 0, time.Minute))},

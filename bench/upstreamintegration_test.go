@@ -74,14 +74,8 @@ func answer(code string, statuses ...string) string {
 // with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, settings floodgate does
 // not have (envoyrls's package documentation).
 func upstreamIntegrationScenarios(integration, withReload map[string][]byte) map[string][]step {
-	// Not in upstream's integration test: the requests its service
-	// refuses (checkServiceErr in src/service/ratelimit.go).
-	refused := []step{
-		{domain: "", descs: [][]string{{"key1", "foo"}}},
-		{domain: "basic"},
-	}
 	return map[string][]step{"basic": basicScenario(), "reload": reloadScenario(integration, withReload),
-		"share_threshold": shareThresholdScenario(), "refused": refused}
+		"share_threshold": shareThresholdScenario()}
 }
 
 // basicScenario is testBasicBaseConfig's requests: an unknown domain, a
@@ -145,12 +139,7 @@ func shareThresholdScenario() []step {
 
 // answerDifferences are the known differences between floodgate's and
 // upstream's answers to upstream's integration requests.
-var answerDifferences = newKnown(difference{
-	why: "envoyrls refuses an empty domain or no descriptor with codes.InvalidArgument, where upstream's " +
-		"errors have no code and gRPC sends them as codes.Unknown (same message); envoyrls's doc says " +
-		"InvalidArgument is upstream's (branch envoyops corrects the doc)",
-	applies: func(_ string, s step) bool { return !s.overJSON && (s.domain == "" || len(s.descs) == 0) },
-})
+var answerDifferences = newKnown()
 
 // A difference is a known difference between floodgate's answers and
 // upstream's: the reason (work not done yet, with who does it) and the
@@ -233,8 +222,7 @@ func TestUpstreamIntegration(t *testing.T) {
 
 // TestUpstreamJSON: as TestUpstreamIntegration, over the HTTP form of the
 // services (POST /json): the same answers, decoded from their JSON, with status
-// 200 for OK and 429 for OVER_LIMIT; and the requests both refuse, with
-// the same status.
+// 200 for OK and 429 for OVER_LIMIT.
 func TestUpstreamJSON(t *testing.T) {
 	u := findUpstream(t)
 	srv := redistest.NewServer(t)
@@ -245,9 +233,6 @@ func TestUpstreamJSON(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for i := range steps {
 				steps[i].overJSON = true
-				if steps[i].want == "" && name == "refused" {
-					steps[i].want = "error: HTTP 400"
-				}
 			}
 			clk := clock.NewFake(suiteT0)
 			runSteps(t, name, newPeers(t, srv, clk, integration), clk, steps, answerDifferences)
