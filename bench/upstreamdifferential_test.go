@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -260,6 +261,30 @@ func TestUpstreamGlobalShadowMode(t *testing.T) {
 	for _, name := range u.integrationFiles(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Logf("%d requests", runDifferential(t, srv, name, u.read(t, name), envoyrls.WithShadowMode(true)))
+		})
+	}
+	differentialDifferences.check(t)
+}
+
+// TestUpstreamResponseHeaders: with response headers on (upstream's
+// LIMIT_RESPONSE_HEADERS_ENABLED, envoyrls.WithResponseHeaders with
+// UpstreamHeaders), floodgate answers the requests derived from upstream's
+// integration configuration and from ownFixtures as upstream does, its
+// RateLimit-Limit, -Remaining and -Reset included.
+func TestUpstreamResponseHeaders(t *testing.T) {
+	u := findUpstream(t)
+	srv := redistest.NewServer(t)
+	t.Setenv("LIMIT_RESPONSE_HEADERS_ENABLED", "true") // upstream reads it at each configuration load
+	files := map[string]map[string][]byte{}
+	for _, name := range u.integrationFiles(t) {
+		files[name] = u.read(t, name)
+	}
+	for name, text := range ownFixtures {
+		files[name] = map[string][]byte{name: []byte(text)}
+	}
+	for _, name := range slices.Sorted(mapsKeys(files)) {
+		t.Run(name, func(t *testing.T) {
+			t.Logf("%d requests", runDifferential(t, srv, name, files[name], envoyrls.WithResponseHeaders(envoyrls.UpstreamHeaders)))
 		})
 	}
 	differentialDifferences.check(t)
