@@ -281,6 +281,8 @@ type step struct {
 	// fgWant, when not "", is floodgate's answer where it differs from
 	// upstream's on purpose (envoyrls's package documentation).
 	fgWant string
+	// tag names the kind of step, for the known differences to find.
+	tag string
 }
 
 func (s step) request() *rlsv3.RateLimitRequest {
