@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -284,4 +285,37 @@ func TestUpstreamNewerFeatures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unknownUnitDoc is the phrase of envoyrls's documentation on a limit
+// override without a unit.
+const unknownUnitDoc = "where upstream's service panics and its process ends"
+
+// TestUpstreamOverrideWithoutUnit: a limit override whose unit is UNKNOWN
+// (as a week is, Envoy's override having none) makes upstream's service
+// panic with a value its ShouldRateLimit does not recover, which over
+// gRPC ends the process; here it is called directly, to catch the panic.
+// floodgate refuses the request, as its documentation says.
+func TestUpstreamOverrideWithoutUnit(t *testing.T) {
+	if !strings.Contains(envoyrlsDoc(t), unknownUnitDoc) {
+		t.Fatalf("envoyrls's documentation no longer says %q", unknownUnitDoc)
+	}
+	srv := redistest.NewServer(t)
+	peers := newPeers(t, srv, clock.NewFake(suiteT0), map[string][]byte{"fixture.yaml": []byte(twoPerMinute)})
+	s := step{domain: "doc", descs: [][]string{{"k", "a"}}, override: map[int]string{0: "3/UNKNOWN"}}
+	for _, p := range peers[:len(peers)-1] {
+		if got, want := ask(p, s), "error: InvalidArgument: limit override: unit UNKNOWN is not a rate limit unit"; got != want {
+			t.Errorf("%s answers %s, want %s", p.name, got, want)
+		}
+	}
+	up := peers[len(peers)-1]
+	panicked := func() (r any) {
+		defer func() { r = recover() }()
+		up.service.ShouldRateLimit(context.Background(), s.request())
+		return nil
+	}()
+	if panicked == nil {
+		t.Errorf("%s answered; its documentation in envoyrls says it panics", up.name)
+	}
+	t.Logf("%s panics: %v", up.name, panicked)
 }

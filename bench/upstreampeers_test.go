@@ -68,6 +68,8 @@ type peer struct {
 	name         string
 	client, json rlsv3.RateLimitServiceClient
 	setConfig    func(t testing.TB, files map[string][]byte)
+	// service is the service itself, called in this goroutine.
+	service rlsv3.RateLimitServiceServer
 }
 
 // suitePrefixes number the peers' Redis key prefixes, so that every peer of
@@ -106,7 +108,7 @@ func newFloodgatePeer(t testing.TB, name string, st store.Store, clk *clock.Fake
 	s := envoyrls.NewService(cfg, st, append([]envoyrls.Option{envoyrls.WithClock(clk)}, opts...)...)
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, s)
-	return peer{name: name, client: serveGRPC(t, gs), json: serveJSON(t, s.JSONHandler()), setConfig: func(t testing.TB, files map[string][]byte) {
+	return peer{name: name, client: serveGRPC(t, gs), json: serveJSON(t, s.JSONHandler()), service: s, setConfig: func(t testing.TB, files map[string][]byte) {
 		cfg, err := envoyrls.ParseConfig(files)
 		if err != nil {
 			t.Fatal(err)
@@ -225,7 +227,8 @@ func newUpstreamPeer(t testing.TB, srv *redistest.Server, v upstreamVariant, clk
 	set(t, files)
 	gs := grpc.NewServer()
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
-	return peer{name: "upstream/redis", client: serveGRPC(t, gs), json: serveJSON(t, http.HandlerFunc(userver.NewJsonHandler(svc))), setConfig: set}
+	return peer{name: "upstream/redis", client: serveGRPC(t, gs), json: serveJSON(t, http.HandlerFunc(userver.NewJsonHandler(svc))),
+		service: svc, setConfig: set}
 }
 
 // upstreamRedis is upstream's Redis client of srv, its EXPIREs made

@@ -116,7 +116,9 @@
 //     codes.InvalidArgument, where upstream answers codes.Unknown (its
 //     errors have no code, and gRPC gives those Unknown). Envoy treats
 //     every error alike (its failure_mode_deny decides), and POST /json
-//     answers both with 400, as upstream's does.
+//     answers both with 400, as upstream's does. A limit override whose
+//     unit is not one (UNKNOWN; Envoy's has no week) is InvalidArgument
+//     too, where upstream's service panics and its process ends.
 //   - Matching compares keys and values, where upstream compares them
 //     joined by '_', so upstream's accidental matches across that
 //     separator (key a_b value c taken for key a value b_c, or the
