@@ -212,7 +212,8 @@ var differentialDifferences = newKnown(difference{
 }, difference{
 	why: "upstream's counter of a limit override of another unit than the configured rule's is the rule's " +
 		"whenever both windows start at the same second (its cache key names the window's start, not its " +
-		"length; at the tests' start, midnight, all do); floodgate's never is (not yet in envoyrls's doc)",
+		"length; at the tests' start, midnight, all do); floodgate's never is",
+	doc:     "A limit override of another unit than its descriptor's rule has a counter of its own",
 	applies: func(_ string, s step) bool { return s.tag == tagOverrideOther },
 }, difference{
 	why: "a check (hits_addend 0) under requests_per_unit 0 on an unused window is OVER_LIMIT, where " +

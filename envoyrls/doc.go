@@ -119,6 +119,10 @@
 //     answers both with 400, as upstream's does. A limit override whose
 //     unit is not one (UNKNOWN; Envoy's has no week) is InvalidArgument
 //     too, where upstream's service panics and its process ends.
+//   - A limit override of another unit than its descriptor's rule has a
+//     counter of its own; upstream's is the rule's whenever both windows
+//     begin at the same second (its counter's key names a window's
+//     start, not its length: at midnight every window begins).
 //   - Matching compares keys and values, where upstream compares them
 //     joined by '_', so upstream's accidental matches across that
 //     separator (key a_b value c taken for key a value b_c, or the
