@@ -119,6 +119,10 @@
 //     answers both with 400, as upstream's does. A limit override whose
 //     unit is not one (UNKNOWN; Envoy's has no week) is InvalidArgument
 //     too, where upstream's service panics and its process ends.
+//   - quota_mode answers as upstream's main branch does; the version the
+//     Go module proxy serves (module bench's EnvoyRateLimitVersion)
+//     answers a quota over its limit with status OK and no reset, and
+//     never with an overall OVER_LIMIT.
 //   - A limit override of another unit than its descriptor's rule has a
 //     counter of its own; upstream's is the rule's whenever both windows
 //     begin at the same second (its counter's key names a window's
@@ -232,12 +236,13 @@
 // A Service is the gRPC service (rlsv3.RegisterRateLimitServiceServer)
 // and, with JSONHandler, the HTTP one; its methods are safe for
 // concurrent use. Stats counts its answers, WithObserver reports each
-// descriptor's, and WithLogger logs store failures and configuration
-// changes. WithResponseHeaders asks Envoy to add rate-limit header fields
-// to the client's response (response_headers_to_add), as upstream's
-// LIMIT_RESPONSE_HEADERS_ENABLED does: upstream's RateLimit-Limit,
-// RateLimit-Remaining and RateLimit-Reset, the same as X-RateLimit-*, or
-// the IETF draft's RateLimit-Policy and RateLimit (see Headers).
+// descriptor's, and WithLogger logs store failures, configuration
+// changes and the configuration's warnings. WithResponseHeaders asks
+// Envoy to add rate-limit header fields to the client's response
+// (response_headers_to_add), as upstream's LIMIT_RESPONSE_HEADERS_ENABLED
+// does: upstream's RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset, the same as X-RateLimit-*, or the IETF draft's
+// RateLimit-Policy and RateLimit (see Headers).
 //
 // # Held to upstream
 //
