@@ -49,12 +49,9 @@ func (p configPath) zero() bool {
 	return p.limit != nil && !p.limit.Unlimited && p.limit.RequestsPerUnit == 0
 }
 
-// The tags of derived steps that known differences name.
-const (
-	tagZeroUnused    = "a check under a limit of 0, on an unused window"
-	tagOverrideSame  = "a limit override of its rule's unit"
-	tagOverrideOther = "a limit override of another unit than its rule's"
-)
+// tagOverrideOther tags the derived steps of a limit override of another
+// unit than the path's rule's (a documented difference).
+const tagOverrideOther = "a limit override of another unit than its rule's"
 
 // derivedSteps are requests on domain derived from its descriptors:
 // each alone, checked without counting (its own hits_addend 0), then
@@ -82,9 +79,6 @@ func derivedSteps(domain string, paths []configPath) []step {
 	each(0, func(p configPath) (step, bool) {
 		s := alone(p.entries)
 		s.descHits = map[int]uint64{0: 0}
-		if p.zero() {
-			s.tag = tagZeroUnused
-		}
 		return s, true
 	})
 	each(0, same)
@@ -131,7 +125,7 @@ func override(other bool) func(configPath) (step, bool) {
 		s := step{descs: [][]string{p.entries}}
 		unit := "MINUTE"
 		if l := p.limit; l != nil && !l.Unlimited {
-			unit, s.tag = strings.ToUpper(l.Unit), tagOverrideSame
+			unit = strings.ToUpper(l.Unit)
 			if other {
 				unit, s.tag = "HOUR", tagOverrideOther
 				if strings.EqualFold(l.Unit, "hour") {
@@ -206,19 +200,11 @@ func withLast(entries []string, value string) []string {
 // differentialDifferences are the known differences between floodgate's
 // and upstream's answers to the derived requests.
 var differentialDifferences = newKnown(difference{
-	why: "a limit override is counted apart from its descriptor's configured rule, where upstream counts " +
-		"both on the descriptor's counter of the window (branch envoymatch shares them)",
-	applies: func(_ string, s step) bool { return s.tag == tagOverrideSame },
-}, difference{
 	why: "upstream's counter of a limit override of another unit than the configured rule's is the rule's " +
 		"whenever both windows start at the same second (its cache key names the window's start, not its " +
 		"length; at the tests' start, midnight, all do); floodgate's never is",
 	doc:     "A limit override of another unit than its descriptor's rule has a counter of its own",
 	applies: func(_ string, s step) bool { return s.tag == tagOverrideOther },
-}, difference{
-	why: "a check (hits_addend 0) under requests_per_unit 0 on an unused window is OVER_LIMIT, where " +
-		"upstream's counter, 0, does not exceed the limit (branch envoymatch counts windows of 0 on the store)",
-	applies: func(_ string, s step) bool { return s.tag == tagZeroUnused },
 })
 
 // randomRequests is how many requests randomSteps draws for each file.
