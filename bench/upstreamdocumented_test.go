@@ -27,6 +27,7 @@ type fixture struct {
 	files            map[string]string
 	upLoads, fgLoads bool
 	steps            []step
+	opts             []envoyrls.Option // floodgate's, for newerFeatures
 }
 
 func (f fixture) bytes() map[string][]byte {
@@ -181,7 +182,7 @@ func checkVerdicts(t *testing.T, f fixture) {
 // (src/service/ratelimit.go; the proxy's version answers a quota's
 // status OK instead), and a descriptor's metadata (test/config/
 // metadata.yaml), which changes no answer unless upstream's
-// RESPONSE_DYNAMIC_METADATA is set. Upstream's code at that version is
+// RESPONSE_DYNAMIC_METADATA is set (envoyrls.WithDynamicMetadata). Upstream's code at that version is
 // not in the module cache: the answers are written out, and only
 // floodgate is asked.
 var newerFeatures = []fixture{
@@ -243,6 +244,24 @@ descriptors:
 `), steps: []step{
 		{domain: "newer", descs: [][]string{{"team", "x"}}, want: answer("OK", status("OK", "4/MINUTE", 3, time.Minute))},
 	}},
+	// With RESPONSE_DYNAMIC_METADATA (src/service/ratelimit.go,
+	// ratelimitToMetadata): the request's domain and descriptors, and the
+	// metadata of the rules not over their limit, merged.
+	{name: "dynamic metadata", fgLoads: true, opts: []envoyrls.Option{envoyrls.WithDynamicMetadata(true)}, files: oneFile(`domain: newer
+descriptors:
+  - key: team
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata:
+      owner: payments
+      pager: {channel: oncall, escalate: true}
+      tags: [billing, 3]
+`), steps: []step{
+		{domain: "newer", descs: [][]string{{"team", "x"}}, want: answer("OK", status("OK", "1/MINUTE", 0, time.Minute)) +
+			` metadata={"descriptors":[{"entries":["team=x"]}],"domain":"newer",` +
+			`"metadata":{"owner":"payments","pager":{"channel":"oncall","escalate":true},"tags":["billing",3]}}`},
+		{domain: "newer", descs: [][]string{{"team", "x"}}, hits: 2, want: answer("OVER_LIMIT", status("OVER_LIMIT", "1/MINUTE", 0, time.Minute)) +
+			` metadata={"descriptors":[{"entries":["team=x"]}],"domain":"newer","hitsAddend":2}`},
+	}},
 }
 
 // newerDifferences are the fixtures of newerFeatures that floodgate does
@@ -263,7 +282,7 @@ func TestUpstreamNewerFeatures(t *testing.T) {
 			}
 			if err == nil {
 				clk := clock.NewFake(suiteT0)
-				peers := newFloodgatePeers(t, srv, clk, f.bytes())
+				peers := newFloodgatePeers(t, srv, clk, f.bytes(), f.opts...)
 				for i, s := range f.steps {
 					clk.Advance(s.after)
 					for _, p := range peers {
