@@ -256,7 +256,7 @@
 // as upstream's loader does (68 sets: 29 loaded, 39 refused), and its
 // configuration directories as its runner's file provider loads them;
 // the requests of upstream's integration test, over gRPC and POST /json,
-// and about 2,700 requests derived from upstream's files and the tests'
+// and about 2,600 requests derived from upstream's files and the tests'
 // own (in global shadow mode and with response headers too) get
 // upstream's answers, on the memory store and on Redis; and each
 // difference listed above is asserted to be one, upstream's side run too.
