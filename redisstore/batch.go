@@ -165,12 +165,11 @@ func (s *Store) carryInSlot(ctx context.Context, calls []*call) {
 	s.encode(e, calls)
 	cmd := s.run.call(ctx, s.client, e.keys, e.args)
 	if missing(cmd.Err()) {
-		eval, err := s.run.load(ctx)
-		if err != nil {
-			s.decode(calls, nil, err)
-			return
-		}
-		cmd = s.run.again(ctx, s.client, eval, e.keys, e.args)
+		cmds := []*redis.Cmd{cmd}
+		s.run.retry(ctx, cmds, func(eval bool, _ []int) {
+			cmds[0] = s.run.again(ctx, s.client, eval, e.keys, e.args)
+		})
+		cmd = cmds[0]
 	}
 	res, err := cmd.Result()
 	s.decode(calls, res, err)
@@ -190,34 +189,22 @@ func (s *Store) carryAcrossSlots(ctx context.Context, calls []*call) {
 	}
 	// Several slots (a Redis Cluster): one pipeline, which go-redis splits
 	// by node, with a script call per slot; the slots whose node lacks the
-	// script get it with a second pipeline.
+	// script go again in another pipeline (runner.retry).
 	cmds := make([]*redis.Cmd, len(order))
 	s.pipeline(ctx, order, slots, cmds, s.run.call)
-	var miss []uint16
-	for i, sl := range order {
-		if missing(cmds[i].Err()) {
-			miss = append(miss, sl)
-		}
-	}
-	if len(miss) > 0 {
-		eval, err := s.run.load(ctx)
-		if err != nil {
-			for _, sl := range miss {
-				s.decode(slots[sl], nil, err)
-			}
-			return
+	s.run.retry(ctx, cmds, func(eval bool, which []int) {
+		miss := make([]uint16, len(which))
+		for k, i := range which {
+			miss[k] = order[i]
 		}
 		again := make([]*redis.Cmd, len(miss))
 		s.pipeline(ctx, miss, slots, again, func(ctx context.Context, c redis.Cmdable, keys []string, args []any) *redis.Cmd {
 			return s.run.again(ctx, c, eval, keys, args)
 		})
-		for i, j := 0, 0; i < len(order) && j < len(miss); i++ {
-			if order[i] == miss[j] {
-				cmds[i] = again[j]
-				j++
-			}
+		for k, i := range which {
+			cmds[i] = again[k]
 		}
-	}
+	})
 	for i, sl := range order {
 		res, err := cmds[i].Result()
 		s.decode(slots[sl], res, err)

@@ -31,7 +31,11 @@
 // same code as a script (EVALSHA, then EVAL when the script cache lacks
 // it). The library is named after a hash of the code, so processes of
 // different floodgate versions on one Redis each run their own. Both forms
-// decide alike, on the same keys.
+// decide alike, on the same keys. A call that finds the code missing did
+// not run, so the store loads the code and sends the call again, as long
+// as the call's deadline allows and up to 4 loads; a call that finds it
+// missing after each (the code flushed again and again) fails with
+// ErrUnavailable, not carried out. No call is carried out twice.
 //
 // # Time
 //

@@ -18,7 +18,10 @@ var (
 	// answered within the store's timeout (WithTimeout) or by the call's
 	// deadline, whichever came first (context.DeadlineExceeded wrapped
 	// too). The caller returns then, however long Redis stalls, and the
-	// call may still take effect, its results lost. A call whose context
+	// call may still take effect, its results lost. It is returned too
+	// when Redis loses the store's code (FUNCTION FLUSH, SCRIPT FLUSH)
+	// right after each of the store's loads of it, 4 in a row: such a call
+	// was not carried out. A call whose context
 	// is cancelled returns context.Canceled instead, and an error that
 	// Redis answers (a script's, a cluster's) is wrapped as it is.
 	ErrUnavailable = errors.New("no answer from Redis")

@@ -79,6 +79,10 @@ type runner struct {
 	noFunc atomic.Bool
 	loads  atomic.Int64 // libraries loaded, for tests
 	mu     sync.Mutex   // one load at a time
+
+	// afterLoad, when not nil, runs after each load of retry, before the
+	// calls go again: a test's FUNCTION FLUSH at the worst moment.
+	afterLoad func()
 }
 
 // call sends the script on c, the client or one of its pipelines.
@@ -137,6 +141,62 @@ func (r *runner) again(ctx context.Context, c redis.Cmdable, eval bool, keys []s
 		return script.Eval(ctx, c, keys, args...)
 	}
 	return c.FCall(ctx, function, keys, args...)
+}
+
+// maxLoads bounds the loads of one script call's retry: a FUNCTION FLUSH
+// or SCRIPT FLUSH may land between a load and the call sent after it, and
+// again after the next load.
+const maxLoads = 4
+
+// retry makes the calls whose commands in cmds found the script missing
+// carry it out after all: it loads the script (load) and sends those
+// calls again with resend(eval, which), which sets cmds[i] for each i in
+// which, as long as some find it missing, up to maxLoads loads and while
+// ctx lasts. A call that found the script missing did not run, so sending
+// it again never carries out an op twice. A call that still finds it
+// missing, or whose load fails, ends with an error that is not Redis's
+// answer, which the store reports as ErrUnavailable (decode); with ctx's
+// own error when ctx ended.
+func (r *runner) retry(ctx context.Context, cmds []*redis.Cmd, resend func(eval bool, which []int)) {
+	var which []int
+	for loads := 0; ; loads++ {
+		which = which[:0]
+		for i, c := range cmds {
+			if missing(c.Err()) {
+				which = append(which, i)
+			}
+		}
+		if len(which) == 0 {
+			return
+		}
+		var err error
+		eval := false
+		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("the script went missing: %w", ctx.Err())
+		case loads == maxLoads:
+			err = fmt.Errorf("the script went missing after each of %d loads (%v)", maxLoads, cmds[which[0]].Err())
+		default:
+			eval, err = r.load(ctx)
+		}
+		if err != nil {
+			for _, i := range which {
+				cmds[i] = failed(ctx, err)
+			}
+			return
+		}
+		if r.afterLoad != nil {
+			r.afterLoad()
+		}
+		resend(eval, which)
+	}
+}
+
+// failed returns a command that failed with err.
+func failed(ctx context.Context, err error) *redis.Cmd {
+	c := redis.NewCmd(ctx)
+	c.SetErr(err)
+	return c
 }
 
 func (r *runner) loadLibrary(ctx context.Context) error {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -135,5 +136,82 @@ func TestFunctionLibrary(t *testing.T) {
 	})
 	if err != nil || masters.Load() != 3 {
 		t.Errorf("the library is on %d of 3 masters (%v)", masters.Load(), err)
+	}
+}
+
+// A FUNCTION FLUSH right after the store loads its library, before the
+// call goes again: after each of fewer than maxLoads loads in a row, the
+// call loads it again and is carried out, once; after every load, it
+// fails with ErrUnavailable, never with Redis's "Function not found", and
+// is not carried out. On a single Redis (a call alone) and on a cluster
+// (calls of several slots of a master in one pipeline, the masters at
+// once: there, a master's calls may go again between another master's
+// load and its flush, and succeed).
+func TestChaosFlushAfterLoad(t *testing.T) {
+	ctx := context.Background()
+	single := redistest.SharedServer(t).Client(t)
+	cc := redistest.SharedCluster(t).Client(t)
+	flushAll := func() error {
+		if err := single.FunctionFlush(ctx).Err(); err != nil {
+			return err
+		}
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FunctionFlush(ctx).Err() })
+	}
+	for _, tc := range []struct {
+		name    string
+		client  redis.UniversalClient
+		keys    int
+		flushes int64
+	}{
+		{"single/once", single, 1, 1},
+		{"single/max-1", single, 1, maxLoads - 1},
+		{"single/always", single, 1, 1 << 20},
+		{"cluster/once", cc, 12, 1},
+		{"cluster/always", cc, 12, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.client, WithCallerTime(), WithPrefix("fal"+time.Now().Format("150405.000000000")+":"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb, _ := s.Table("x", algo.MustParsePolicy("fixed-window 5/1h"))
+			ops := make([]store.Op, tc.keys)
+			for i := range ops {
+				ops[i] = store.Op{Kind: store.OpDecide, Table: tb, Key: string(rune('a' + i)), Now: 1e9, N: 1}
+			}
+			if err := flushAll(); err != nil {
+				t.Fatal(err)
+			}
+			var flushed atomic.Int64
+			s.run.afterLoad = func() {
+				if flushed.Add(1) <= tc.flushes {
+					if err := flushAll(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			err = s.ApplyEach(ctx, ops)
+			t.Logf("%d flushes, %d loads, %v", min(flushed.Load(), tc.flushes), s.run.loads.Load(), err)
+			if tc.flushes < maxLoads && err != nil {
+				t.Fatalf("after %d flushes: %v", tc.flushes, err)
+			}
+			if tc.flushes >= maxLoads && err == nil {
+				t.Fatal("flushed after every load: no op failed")
+			}
+			s.run.afterLoad = nil
+			for i := range ops {
+				want := int64(3) // the ApplyEach carried it out once, then this
+				if err := ops[i].Result.Err; err != nil {
+					want = 4 // not carried out
+					var reply redis.Error
+					if !errors.Is(err, ErrUnavailable) || errors.As(err, &reply) {
+						t.Errorf("key %s: %v, want ErrUnavailable and no error of Redis's", ops[i].Key, err)
+					}
+				}
+				if d, err := tb.Decide(ctx, ops[i].Key, 1e9, 1); err != nil || d.Remaining != want {
+					t.Errorf("key %s: then %+v %v, want %d remaining", ops[i].Key, d, err, want)
+				}
+			}
+		})
 	}
 }
