@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,8 +63,9 @@ func newChaos(t *testing.T) *chaos {
 // two decisions with budget, an Apply of one with none. It records the
 // admitted units, the errors, and the slowest call of each kind.
 type load struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	stall atomic.Int64 // the worst the probe saw, in ns (probe)
 
 	mu       sync.Mutex
 	admitted int64
@@ -78,6 +80,9 @@ type load struct {
 
 func (ch *chaos) start(wantErr func(error) bool) *load {
 	l := &load{stop: make(chan struct{})}
+	for range probes {
+		l.wg.Go(l.probe)
+	}
 	for i := range 16 {
 		l.wg.Go(func() {
 			for {
@@ -143,6 +148,39 @@ func (ch *chaos) one(l *load, kind int, wantErr func(error) bool) {
 	}
 }
 
+// probe measures, until the load stops, how late this process wakes a
+// goroutine whose timer fired. On a loaded machine the OS may leave the
+// process, or one of its threads, without a CPU for a while, and the
+// timers of the Go scheduler's P that the thread holds wait meanwhile:
+// a call that gives up at its deadline then returns late by as much.
+// That delay is the machine's, not the store's, and check allows for it,
+// up to maxStall. Several (probes) run at once, so that some probe's
+// timer is likely on each P.
+func (l *load) probe() {
+	const tick = 2 * time.Millisecond
+	for {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		start := time.Now()
+		time.Sleep(tick)
+		late := int64(time.Since(start) - tick)
+		for {
+			old := l.stall.Load()
+			if late <= old || l.stall.CompareAndSwap(old, late) {
+				break
+			}
+		}
+	}
+}
+
+const (
+	probes   = 4
+	maxStall = time.Second
+)
+
 // end stops the load and returns it, done.
 func (l *load) end() *load {
 	close(l.stop)
@@ -151,7 +189,8 @@ func (l *load) end() *load {
 }
 
 // check fails t when a call took longer than its bound, with a margin for
-// a busy machine: go-redis's defaults held such calls for 5 s before.
+// a busy machine, and as much again as the process woke up late (probe):
+// go-redis's defaults held such calls for 5 s before.
 func (l *load) check(t *testing.T, phase string) {
 	t.Helper()
 	slices.Sort(l.latency)
@@ -159,13 +198,14 @@ func (l *load) check(t *testing.T, phase string) {
 	if n := len(l.latency); n > 0 {
 		p99 = l.latency[n*99/100]
 	}
-	t.Logf("%s: %d calls, %d errors, %d admitted; with a %v budget: p99 %v, worst %v, %d over 150ms; without: worst %v (store timeout %v)",
-		phase, l.calls, l.errs, l.admitted, budget, p99, l.worst[0], l.slow, l.worst[1], chaosTimeout)
-	if l.worst[0] > budget+250*time.Millisecond {
-		t.Errorf("%s: a call with a %v budget took %v", phase, budget, l.worst[0])
+	stall := min(time.Duration(l.stall.Load()), maxStall)
+	t.Logf("%s: %d calls, %d errors, %d admitted; with a %v budget: p99 %v, worst %v, %d over 150ms; without: worst %v (store timeout %v); the process woke up to %v late",
+		phase, l.calls, l.errs, l.admitted, budget, p99, l.worst[0], l.slow, l.worst[1], chaosTimeout, stall)
+	if l.worst[0] > budget+250*time.Millisecond+stall {
+		t.Errorf("%s: a call with a %v budget took %v (the process woke up to %v late)", phase, budget, l.worst[0], stall)
 	}
-	if l.worst[1] > chaosTimeout+250*time.Millisecond {
-		t.Errorf("%s: a call bounded by the store's timeout of %v took %v", phase, chaosTimeout, l.worst[1])
+	if l.worst[1] > chaosTimeout+250*time.Millisecond+stall {
+		t.Errorf("%s: a call bounded by the store's timeout of %v took %v (the process woke up to %v late)", phase, chaosTimeout, l.worst[1], stall)
 	}
 	for _, err := range l.unwanted {
 		t.Errorf("%s: unexpected error: %v", phase, err)
