@@ -35,7 +35,11 @@
 // not run, so the store loads the code and sends the call again, as long
 // as the call's deadline allows and up to 4 loads; a call that finds it
 // missing after each (the code flushed again and again) fails with
-// ErrUnavailable, not carried out. No call is carried out twice.
+// ErrUnavailable, not carried out. No call is carried out twice. On a
+// Redis Cluster the store loads the code only on the masters whose calls
+// found it missing, one load at a time on each; a call waits only for its
+// own master's load, and no longer than its deadline, so a master down or
+// stalled holds up no load on the others.
 //
 // # Time
 //

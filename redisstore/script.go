@@ -75,14 +75,20 @@ func bodyHash() string {
 // until the server shows it has none (an unknown FCALL or FUNCTION LOAD, a
 // refused FUNCTION LOAD), then as a script for the store's life.
 type runner struct {
-	client redis.UniversalClient
-	noFunc atomic.Bool
-	loads  atomic.Int64 // libraries loaded, for tests
-	mu     sync.Mutex   // one load at a time
+	client  redis.UniversalClient
+	noFunc  atomic.Bool
+	loads   atomic.Int64 // libraries loaded, on any server, for tests
+	servers sync.Map     // the client of a server (redis.Cmdable) -> its *loader
 
 	// afterLoad, when not nil, runs after each load of retry, before the
 	// calls go again: a test's FUNCTION FLUSH at the worst moment.
 	afterLoad func()
+}
+
+// A loader loads the library on one server, one load at a time.
+type loader struct {
+	turn  chan struct{} // holds a token while a load runs
+	loads atomic.Int64  // loads done
 }
 
 // call sends the script on c, the client or one of its pipelines.
@@ -103,28 +109,61 @@ func missing(err error) bool {
 		redis.HasErrorPrefix(err, "NOPERM"))
 }
 
-// load makes a form of the script available after a call found it
-// missing: it loads the library on every master, or, when the server has
+// serverOf returns the client of the server that cmd, a script call, went
+// to: on a Redis Cluster, the master of its first key's slot, as go-redis
+// knows it; else the client.
+func (r *runner) serverOf(ctx context.Context, cmd *redis.Cmd) (redis.Cmdable, error) {
+	cc, ok := r.client.(*redis.ClusterClient)
+	if !ok {
+		return r.client, nil
+	}
+	// FCALL, EVALSHA and EVAL take the function or script, the number of
+	// keys, then the keys.
+	args := cmd.Args()
+	key, ok := "", len(args) > 3
+	if ok {
+		key, ok = args[3].(string)
+	}
+	if !ok {
+		return nil, fmt.Errorf("a script call without a key: %v", args)
+	}
+	m, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("finding the master of key %q: %w", key, err)
+	}
+	return m, nil
+}
+
+// load makes a form of the script available on server, after a call there
+// found it missing: it loads the library there, or, when the server has
 // no functions, falls back to the script for good. eval says to send the
-// script with EVAL (again), else to call the function again.
-func (r *runner) load(ctx context.Context) (eval bool, err error) {
+// script with EVAL (again), else to call the function again. Only
+// server's calls wait for its load, and only while ctx lasts: a master of
+// a cluster that is down or stalls holds up no load on the others.
+func (r *runner) load(ctx context.Context, server redis.Cmdable) (eval bool, err error) {
 	if r.noFunc.Load() {
 		return true, nil
 	}
+	l := r.loaderOf(server)
 	// Many calls find the library missing at once (after a restart or a
 	// FUNCTION FLUSH); the first loads it, the others wait and use it.
-	seen := r.loads.Load()
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	seen := l.loads.Load()
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return false, fmt.Errorf("waiting for another call's load of the function library: %w", ctx.Err())
+	}
+	defer func() { <-l.turn }()
 	if r.noFunc.Load() {
 		return true, nil
 	}
-	if r.loads.Load() != seen {
+	if l.loads.Load() != seen {
 		return false, nil
 	}
-	err = r.loadLibrary(ctx)
+	err = loadLibrary(ctx, server)
 	switch {
 	case err == nil:
+		l.loads.Add(1)
 		r.loads.Add(1)
 		return false, nil
 	case redis.HasErrorPrefix(err, "unknown command"), redis.HasErrorPrefix(err, "unknown subcommand"),
@@ -133,6 +172,17 @@ func (r *runner) load(ctx context.Context) (eval bool, err error) {
 		return true, nil
 	}
 	return false, fmt.Errorf("loading the function library: %w", err)
+}
+
+// loaderOf returns server's loader, made when first needed. go-redis keeps
+// one client a node address, so the loaders are as many as the servers
+// seen.
+func (r *runner) loaderOf(server redis.Cmdable) *loader {
+	if l, ok := r.servers.Load(server); ok {
+		return l.(*loader)
+	}
+	l, _ := r.servers.LoadOrStore(server, &loader{turn: make(chan struct{}, 1)})
+	return l.(*loader)
 }
 
 // again sends the script after load.
@@ -149,14 +199,14 @@ func (r *runner) again(ctx context.Context, c redis.Cmdable, eval bool, keys []s
 const maxLoads = 4
 
 // retry makes the calls whose commands in cmds found the script missing
-// carry it out after all: it loads the script (load) and sends those
-// calls again with resend(eval, which), which sets cmds[i] for each i in
-// which, as long as some find it missing, up to maxLoads loads and while
-// ctx lasts. A call that found the script missing did not run, so sending
-// it again never carries out an op twice. A call that still finds it
-// missing, or whose load fails, ends with an error that is not Redis's
-// answer, which the store reports as ErrUnavailable (decode); with ctx's
-// own error when ctx ended.
+// carry it out after all: it loads the script on their servers (load) and
+// sends those calls again with resend(eval, which), which sets cmds[i] for
+// each i in which, as long as some find it missing, up to maxLoads loads
+// and while ctx lasts. A call that found the script missing did not run,
+// so sending it again never carries out an op twice. A call that still
+// finds it missing, or whose load fails, ends with an error that is not
+// Redis's answer, which the store reports as ErrUnavailable (decode); with
+// ctx's own error when ctx ended.
 func (r *runner) retry(ctx context.Context, cmds []*redis.Cmd, resend func(eval bool, which []int)) {
 	var which []int
 	for loads := 0; ; loads++ {
@@ -170,14 +220,11 @@ func (r *runner) retry(ctx context.Context, cmds []*redis.Cmd, resend func(eval 
 			return
 		}
 		var err error
-		eval := false
 		switch {
 		case ctx.Err() != nil:
 			err = fmt.Errorf("the script went missing: %w", ctx.Err())
 		case loads == maxLoads:
 			err = fmt.Errorf("the script went missing after each of %d loads (%v)", maxLoads, cmds[which[0]].Err())
-		default:
-			eval, err = r.load(ctx)
 		}
 		if err != nil {
 			for _, i := range which {
@@ -185,11 +232,39 @@ func (r *runner) retry(ctx context.Context, cmds []*redis.Cmd, resend func(eval 
 			}
 			return
 		}
+		if which = r.loadFor(ctx, cmds, which); len(which) == 0 {
+			return
+		}
 		if r.afterLoad != nil {
 			r.afterLoad()
 		}
-		resend(eval, which)
+		resend(r.noFunc.Load(), which)
 	}
+}
+
+// loadFor loads the script on the server of each call cmds[i], i in
+// which, that found it missing: once a server, one server after another.
+// It returns those of which whose server has it now, and sets the others'
+// commands to their load's error.
+func (r *runner) loadFor(ctx context.Context, cmds []*redis.Cmd, which []int) []int {
+	loaded := map[redis.Cmdable]error{}
+	ok := which[:0]
+	for _, i := range which {
+		server, err := r.serverOf(ctx, cmds[i])
+		if err == nil {
+			var seen bool
+			if err, seen = loaded[server]; !seen {
+				_, err = r.load(ctx, server)
+				loaded[server] = err
+			}
+		}
+		if err != nil {
+			cmds[i] = failed(ctx, err)
+			continue
+		}
+		ok = append(ok, i)
+	}
+	return ok
 }
 
 // failed returns a command that failed with err.
@@ -199,16 +274,12 @@ func failed(ctx context.Context, err error) *redis.Cmd {
 	return c
 }
 
-func (r *runner) loadLibrary(ctx context.Context) error {
-	load := func(ctx context.Context, c redis.Cmdable) error {
-		err := c.FunctionLoad(ctx, library).Err()
-		if err != nil && strings.Contains(err.Error(), "already exists") {
-			return nil // loaded meanwhile, by another caller or process
-		}
-		return err
+// loadLibrary loads the library on server, a single Redis or a master of
+// a cluster.
+func loadLibrary(ctx context.Context, server redis.Cmdable) error {
+	err := server.FunctionLoad(ctx, library).Err()
+	if err != nil && strings.Contains(err.Error(), "already exists") {
+		return nil // loaded meanwhile, by another caller or process
 	}
-	if c, ok := r.client.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
-	}
-	return load(ctx, r.client)
+	return err
 }
