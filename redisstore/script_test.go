@@ -215,3 +215,42 @@ func TestChaosFlushAfterLoad(t *testing.T) {
 		})
 	}
 }
+
+// A load of the library waits only for a load on its own server, and no
+// longer than its context: while one master's load is under way (as when
+// that master stalls mid-load), another master's load goes ahead, and a
+// second load on the first master ends with its caller's deadline.
+func TestLoadWaitsOnlyForItsServer(t *testing.T) {
+	ctx := context.Background()
+	cc := redistest.SharedCluster(t).Client(t)
+	s, err := New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var masters []*redis.Client
+	for i := 0; len(masters) < 2; i++ {
+		m, err := cc.MasterForKey(ctx, fmt.Sprint("k", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(masters) == 0 || m != masters[0] {
+			masters = append(masters, m)
+		}
+	}
+	busy, other := s.run.loaderOf(masters[0]), masters[1]
+	busy.turn <- struct{}{} // a load on masters[0] under way
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if eval, err := s.run.load(cctx, other); err != nil || eval {
+		t.Errorf("a load on another master while one is under way: eval %v, %v; want the library loaded", eval, err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.run.load(short, masters[0]); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a load on the busy master: %v, want its caller's deadline", err)
+	}
+	<-busy.turn
+	if _, err := s.run.load(cctx, masters[0]); err != nil {
+		t.Errorf("a load on the master once free: %v", err)
+	}
+}
