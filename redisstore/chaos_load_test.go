@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,20 +87,32 @@ func runLoadFault(t *testing.T, cl *redistest.Cluster, start, end func(i int)) {
 	lr := &loadRun{tb: tb, s: s, done: map[string]int64{}}
 	lr.run(keys, 300*time.Millisecond)
 	end(0)
-	back := lr.back(t, keys[0][0])
-	t.Logf("calls on the flushed master: %d ok, %d failed, slowest %v; on the other: %d ok, %d failed, slowest %v; master 0's calls failed %d; back %v after the fault",
-		lr.ok[1], lr.failed[1], lr.slowest[1], lr.ok[2], lr.failed[2], lr.slowest[2], lr.failed[0], back)
+	lr.check(t, lr.back(t, keys[0][0]))
+	lr.checkOnce(t, slices.Concat(keys[1], keys[2]))
+	noGoroutineGrowth(t, goroutines)
+}
+
+// check fails t unless every call on masters 1 and 2 succeeded within
+// loadBound, every call on master 0 failed within it, and master 0's
+// keys were back within 1s of the fault's end, which was back ago.
+func (lr *loadRun) check(t *testing.T, back time.Duration) {
+	t.Helper()
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	t.Logf("calls on the flushed master: %d ok, %d failed, slowest %v; on the other: %d ok, %d failed, slowest %v; on the master down: %d failed, slowest %v; back %v after the fault",
+		lr.ok[1], lr.failed[1], lr.slowest[1], lr.ok[2], lr.failed[2], lr.slowest[2], lr.failed[0], lr.slowest[0], back)
 	for m := 1; m <= 2; m++ {
 		if lr.failed[m] != 0 || lr.ok[m] == 0 || lr.slowest[m] > loadBound {
 			t.Errorf("master %d's calls: %d ok, %d failed (first: %v), slowest %v; want all ok within %v",
 				m, lr.ok[m], lr.failed[m], lr.firstErr[m], lr.slowest[m], loadBound)
 		}
 	}
+	if lr.ok[0] != 0 || lr.failed[0] == 0 || lr.slowest[0] > loadBound {
+		t.Errorf("the master down: %d calls ok, %d failed, slowest %v; want all failed within %v", lr.ok[0], lr.failed[0], lr.slowest[0], loadBound)
+	}
 	if back > time.Second {
 		t.Errorf("master 0's keys back %v after the fault ended, want within 1s", back)
 	}
-	lr.checkOnce(t, append(keys[1], keys[2]...))
-	noGoroutineGrowth(t, goroutines)
 }
 
 // splitKeys returns those of keys whose master is at addr, and the others.
