@@ -97,12 +97,30 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 			sh.logs = make(map[string]*algo.State)
 		}
 	}
-	t.shadowN = max(shadowSlots/n, minShadowSlots)
-	if b.Over() {
-		t.shadowN = minShadowSlots // made under pressure: stay small
-	}
-	b.add(tableBytes + int64(n)*shardBytes)
+	t.shadowN = shadowSize(n, b)
+	b.add(fixedBytes(n, t.shadowN))
 	return t
+}
+
+// Cost returns the bytes New(p, maxKeys, shards, b) would count in b now,
+// whatever the table comes to hold, so that a caller can make room first.
+func Cost(maxKeys, shards int, b *Budget) int64 {
+	n := 1
+	for n*2 <= shards && n*2*minShardKeys <= max(maxKeys, 1) {
+		n *= 2
+	}
+	return fixedBytes(n, shadowSize(n, b))
+}
+
+// shadowSize returns the slots of each shadow of a Table of n shards made
+// now: shadowSlots split among them, at least minShadowSlots each, or
+// just that when b has no room for more.
+func shadowSize(n int, b *Budget) int {
+	m := max(shadowSlots/n, minShadowSlots)
+	if b.Held()+fixedBytes(n, m) > b.Max() {
+		return minShadowSlots // made under pressure: stay small
+	}
+	return m
 }
 
 // Policy returns the table's policy.
@@ -175,8 +193,8 @@ func (t *Table) decideLog(sh *shard, h uint64, key string, now, n int64) (algo.D
 	}
 	before := s.LogSize()
 	d, err := t.p.Decide(s, now, n)
-	if after := s.LogSize(); after != before {
-		t.b.add(int64(after - before))
+	if s.LogSize() != before {
+		t.relog(sh, h, key, s, logBytes(key, &algo.State{})+allocBytes(int64(before)), now)
 	}
 	return d, err
 }
@@ -219,9 +237,7 @@ func (t *Table) recall(sh *shard, h uint64, now int64) algo.State {
 // drained, to sh's shadow.
 func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
 	if sh.shadow == nil {
-		n := t.shadowN
-		sh.shadow = make([]algo.Shadow, n)
-		t.b.add(int64(n) * shadowSlotBytes)
+		sh.shadow = make([]algo.Shadow, t.shadowN) // counted by New
 	}
 	t.p.Forget(&sh.shadow[sh.shadowSlot(h)], s, now)
 	sh.evictions++
@@ -246,8 +262,9 @@ func (t *Table) Store(h uint64, key string, s algo.State, now int64) {
 			t.deleteLog(sh, key, old)
 			return
 		} else if old != nil {
-			t.b.add(int64(s.LogSize() - old.LogSize()))
+			before := logBytes(key, old)
 			*old = s
+			t.relog(sh, h, key, old, before, now)
 			return
 		} else if drained {
 			return
@@ -350,34 +367,47 @@ func (sh *shard) find(h uint64, key string) (int, bool) {
 }
 
 // insert adds a key known to be missing, first making room: dropping
-// drained keys, growing, or evicting when the shard is at its bound.
+// drained keys, evicting when the shard is at its bound, and, while the
+// Budget cannot give the bytes of the key and of the shard's growth,
+// evicting more.
 func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) {
 	if sh.n >= sh.max {
 		t.evict(sh, now)
 	}
-	if t.b.Over() && !t.makeRoom(sh, int64(len(key)), now) {
-		s := c.State(t.p.Algorithm())
-		t.forget(sh, h, &s, now) // the shard is empty: keep the state in the shadow
-		return
-	}
 	// Past 7/8 full, drop drained keys; if that frees less than 1/16 of the
 	// slots, grow by a quarter. Tables stay 70% to 87% full, and probing
 	// stays cheap because it reads one tag byte per slot.
-	if (sh.n+1)*8 > len(sh.tags)*7 {
+	full := (sh.n+1)*8 > len(sh.tags)*7
+	if full {
 		t.sweep(sh, now)
-		if (sh.n+1)*16 > len(sh.tags)*13 {
-			t.resize(sh, max(len(sh.tags)*5/4, minSlots))
+	}
+	for {
+		size := len(sh.tags)
+		if full && (sh.n+1)*16 > size*13 {
+			size = max(size*5/4, minSlots)
 		}
+		if t.b.Take(keyBytes(len(key)) + slotsBytes(size) - slotsBytes(len(sh.tags))) {
+			if size != len(sh.tags) {
+				t.resize(sh, size)
+			}
+			break
+		}
+		if sh.n == 0 {
+			s := c.State(t.p.Algorithm())
+			t.forget(sh, h, &s, now) // the shard is empty: keep the state in the shadow
+			return
+		}
+		t.evict(sh, now)
+		t.shrink(sh)
 	}
 	i, _ := sh.find(h, key)
 	sh.tags[i] = tagOf(h)
 	sh.slots[i] = slot{key: strings.Clone(key), c: c} // hold key's bytes, not a buffer it is part of
 	sh.n++
-	t.b.add(int64(len(key)))
 }
 
 // sweep drops every key drained at now, and shrinks a shard left less
-// than a quarter full to half full.
+// than a quarter full.
 func (t *Table) sweep(sh *shard, now int64) {
 	alg := t.p.Algorithm()
 	for i := 0; i < len(sh.tags); {
@@ -391,23 +421,47 @@ func (t *Table) sweep(sh *shard, now int64) {
 		}
 		i++
 	}
-	if len(sh.tags) > minSlots && sh.n*4 < len(sh.tags) {
-		t.resize(sh, max(sh.n*2, minSlots)) // half full
-	}
+	t.shrink(sh)
 }
 
-// makeRoom, for a shard whose Budget is spent, evicts keys of at least
-// need bytes, shrinks the shard when that leaves it mostly empty, and
-// reports whether it found them. So a new key never adds bytes while the
-// budget is spent.
-func (t *Table) makeRoom(sh *shard, need int64, now int64) bool {
-	for need > 0 && sh.n > 0 {
-		need -= t.evict(sh, now)
+// shrink resizes a shard left less than a quarter full to half full, and
+// returns the bytes it freed.
+func (t *Table) shrink(sh *shard) int64 {
+	old := len(sh.tags)
+	if old <= minSlots || sh.n*4 >= old {
+		return 0
 	}
-	if len(sh.tags) > minSlots && sh.n*4 < len(sh.tags) {
-		t.resize(sh, max(sh.n*2, minSlots)) // half full
+	t.resize(sh, max(sh.n*2, minSlots))
+	freed := slotsBytes(old) - slotsBytes(len(sh.tags))
+	t.b.add(-freed)
+	return freed
+}
+
+// Shed evicts keys of t, shard by shard (each at the latest time of its own
+// ops), until it has freed need bytes or holds no key, and returns the
+// bytes it freed. Evicted keys go to the shadows as always, so shedding
+// never admits more than the policy.
+func (t *Table) Shed(need int64) int64 {
+	var freed int64
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for !t.closed.Load() && freed < need && sh.n+len(sh.logs) > 0 {
+			if t.log {
+				freed += t.evictLog(sh, sh.last)
+			} else {
+				freed += t.evict(sh, sh.last)
+			}
+		}
+		if !t.closed.Load() && !t.log {
+			freed += t.shrink(sh)
+		}
+		sh.mu.Unlock()
+		if freed >= need {
+			break
+		}
 	}
-	return need <= 0
+	return freed
 }
 
 // evict drops, of a sample of keys, the one whose state drains first (a
@@ -441,13 +495,13 @@ func (t *Table) evict(sh *shard, now int64) int64 {
 		t.forget(sh, t.Hash(key), &s, now)
 	}
 	sh.remove(best, t)
-	return int64(len(key))
+	return keyBytes(len(key))
 }
 
 // remove empties slot i and shifts later keys of its probe run back.
 func (sh *shard) remove(i int, t *Table) {
 	size := len(sh.tags)
-	t.b.add(-int64(len(sh.slots[i].key)))
+	t.b.add(-keyBytes(len(sh.slots[i].key)))
 	sh.tags[i], sh.slots[i] = 0, slot{}
 	sh.n--
 	for j := next(i, size); sh.tags[j] != 0; j = next(j, size) {
@@ -463,8 +517,7 @@ func (sh *shard) remove(i int, t *Table) {
 
 func (t *Table) resize(sh *shard, size int) {
 	tags, slots := sh.tags, sh.slots
-	sh.tags, sh.slots = make([]uint8, size), make([]slot, size)
-	t.b.add(int64(size-len(tags)) * slotBytes)
+	sh.tags, sh.slots = make([]uint8, size), make([]slot, size) // the caller counts them
 	for i, tag := range tags {
 		if tag == 0 {
 			continue
@@ -485,17 +538,34 @@ func (t *Table) insertLog(sh *shard, key string, s *algo.State, now int64) {
 	if len(sh.logs) >= sh.max {
 		t.evictLog(sh, now)
 	}
-	size := logKeyBytes + int64(len(key)+s.LogSize())
-	if t.b.Over() {
-		for need := size; need > 0; need -= t.evictLog(sh, now) {
-			if len(sh.logs) == 0 {
-				t.forget(sh, t.Hash(key), s, now) // keep the state in the shadow
-				return
-			}
+	for !t.b.Take(logBytes(key, s)) {
+		if len(sh.logs) == 0 {
+			t.forget(sh, t.Hash(key), s, now) // keep the state in the shadow
+			return
 		}
+		t.evictLog(sh, now)
 	}
 	sh.logs[strings.Clone(key)] = s
-	t.b.add(size)
+}
+
+// relog counts the bytes of sliding-log key, whose state s changed and
+// held before bytes, making room first if it grew: it evicts other keys of
+// the shard, or, when the shard holds none, moves s to the shadow.
+func (t *Table) relog(sh *shard, h uint64, key string, s *algo.State, before, now int64) {
+	grow := logBytes(key, s) - before
+	if t.b.Take(grow) {
+		return
+	}
+	delete(sh.logs, key) // out of evictLog's reach; still counted as before
+	for !t.b.Take(grow) {
+		if len(sh.logs) == 0 {
+			t.forget(sh, h, s, now)
+			t.b.add(-before)
+			return
+		}
+		t.evictLog(sh, now)
+	}
+	sh.logs[strings.Clone(key)] = s
 }
 
 // evictLog evicts, of a sample of sliding-log keys, the one whose state
@@ -525,7 +595,7 @@ func (t *Table) evictLog(sh *shard, now int64) int64 {
 // bytes it held.
 func (t *Table) deleteLog(sh *shard, key string, s *algo.State) int64 {
 	delete(sh.logs, key)
-	size := logKeyBytes + int64(len(key)+s.LogSize())
+	size := logBytes(key, s)
 	t.b.add(-size)
 	return size
 }
