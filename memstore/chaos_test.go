@@ -80,7 +80,7 @@ func heapInuse() int64 {
 // limit times (each table's policy is a fixed window of an hour at least,
 // and no window ends during the flood), and returns the most heap in use
 // it saw above what was in use before. The store's own count of its bytes
-// must stay near the budget.
+// must never exceed the budget.
 func memoryFlood(t *testing.T, m *memstore.Store, events int, event func(i int) floodEvent) int64 {
 	t.Helper()
 	admitted := make([]int32, events) // by floodEvent.id
@@ -105,7 +105,7 @@ func memoryFlood(t *testing.T, m *memstore.Store, events int, event func(i int) 
 	st := m.Stats()
 	t.Logf("%d events: heap in use +%.1f MiB at most; store counts %.1f MiB of %.1f MiB, %d keys in %d tables, %d evictions",
 		events, float64(most)/(1<<20), float64(st.Bytes)/(1<<20), float64(st.MaxBytes)/(1<<20), st.Keys, st.Tables, st.Evictions)
-	if st.Bytes > st.MaxBytes+st.MaxBytes/4 {
+	if st.Bytes > st.MaxBytes {
 		t.Errorf("the store counts %d bytes held, bound %d", st.Bytes, st.MaxBytes)
 	}
 	return most
@@ -124,8 +124,14 @@ type floodEvent struct {
 
 const floodBudget = 16 << 20
 
+// heapFactor bounds the heap's growth under a flood, in budgets: the count
+// follows the allocator's size classes, but keys evicted at random leave
+// their heap spans partly used, and a span in use counts whole (measured:
+// 1.9 to 2.1 times the budget).
+const heapFactor = 2.5
+
 // TestChaosMemoryLongKeys floods one policy with 1 KB keys: the heap stays
-// within three times the budget (heap spans that evictions leave partly
+// within heapFactor budgets (heap spans that evictions leave partly
 // used count whole), where before the bound in bytes 200,000 keys took
 // more than 200 MiB; and no key is admitted beyond its limit.
 func TestChaosMemoryLongKeys(t *testing.T) {
@@ -139,13 +145,13 @@ func TestChaosMemoryLongKeys(t *testing.T) {
 		k := i % 200_000
 		return floodEvent{tb, fmt.Sprintf("%s%012d", pad, k), int64(time.Hour) + int64(i), 2, k}
 	})
-	if most > 3*floodBudget {
+	if most > heapFactor*floodBudget {
 		t.Fatalf("heap in use grew by %d bytes, budget %d", most, floodBudget)
 	}
 }
 
 // TestChaosMemoryInlinePolicies floods 100 policies, each a table of its
-// own, with 149-byte keys: the heap stays within three times the budget
+// own, with 149-byte keys: the heap stays within heapFactor budgets
 // (before the bound in bytes, it grew with every key).
 func TestChaosMemoryInlinePolicies(t *testing.T) {
 	m := memstore.New(0, memstore.MaxBytes(floodBudget))
@@ -162,15 +168,15 @@ func TestChaosMemoryInlinePolicies(t *testing.T) {
 		n, k := i%100, i/100%3000
 		return floodEvent{tables[n], fmt.Sprintf("%s%09d", pad, k), int64(time.Hour) + int64(i), int32(n + 1), n*3000 + k}
 	})
-	if most > 3*floodBudget {
+	if most > heapFactor*floodBudget {
 		t.Fatalf("heap in use grew by %d bytes, budget %d", most, floodBudget)
 	}
 }
 
 // TestChaosMemoryManyTables makes a table for each of 60,000 distinct
 // policies, as Envoy's limit overrides do, over 10 minutes of fake time:
-// tables whose keys drained are freed, so the heap stays within three times the
-// budget (before: every table was kept, +410 MB after 30,000).
+// tables whose keys drained are freed, so the heap stays within heapFactor
+// budgets (before: every table was kept, +410 MB after 30,000).
 func TestChaosMemoryManyTables(t *testing.T) {
 	m := memstore.New(0, memstore.MaxBytes(floodBudget))
 	most := memoryFlood(t, m, 60_000, func(i int) floodEvent {
@@ -180,7 +186,7 @@ func TestChaosMemoryManyTables(t *testing.T) {
 		}
 		return floodEvent{tb, "client", int64(time.Hour) + int64(i)*int64(10*time.Millisecond), 1, i}
 	})
-	if most > 3*floodBudget {
+	if most > heapFactor*floodBudget {
 		t.Fatalf("heap in use grew by %d bytes, budget %d", most, floodBudget)
 	}
 }

@@ -122,13 +122,16 @@ func (m *Store) revive(t *table) {
 		return
 	}
 	n := shards
-	if m.budget.Over() {
+	if !m.fits(memtable.Cost(m.maxKeys, n, m.budget)) {
 		if len(m.tables) >= m.sweepAt {
-			m.freeDrained()
+			m.freeDrained(memtable.Cost(m.maxKeys, n, m.budget) + m.budget.Max()/16)
 		}
-		if m.budget.Over() {
+		if !m.fits(memtable.Cost(m.maxKeys, n, m.budget)) {
 			n = 1
 		}
+	}
+	if need := memtable.Cost(m.maxKeys, n, m.budget); !m.makeRoom(need) {
+		m.freeDrained(need + m.budget.Max()/16) // tables of no keys: fold them
 	}
 	mt := memtable.New(t.key.p, m.maxKeys, n, m.budget)
 	if f, ok := m.folded[t.key]; ok {
@@ -142,18 +145,18 @@ func (m *Store) revive(t *table) {
 }
 
 // freeDrained frees every table that holds nothing undrained at the latest
-// time of its own ops, then, while the memory is still spent, folds the
-// tables of at most foldKeys keys. It runs again once the tables left have
+// time of its own ops, then, while the memory has no room for need more
+// bytes, folds the tables of at most foldKeys keys. It runs again once the tables left have
 // grown by half, so that it costs O(1) per table made. The caller holds
 // m.mu.
-func (m *Store) freeDrained() {
+func (m *Store) freeDrained(need int64) {
 	for k, t := range m.tables {
 		if t.cur.Load().t.Close() {
 			delete(m.tables, k)
 		}
 	}
 	for k, t := range m.tables {
-		if !m.budget.Over() {
+		if m.fits(need) {
 			break
 		}
 		if f, ok := t.cur.Load().t.Fold(foldKeys); ok {
@@ -163,6 +166,24 @@ func (m *Store) freeDrained() {
 		}
 	}
 	m.sweepAt = len(m.tables) + max(len(m.tables)/2, 16)
+}
+
+// fits reports whether the store's memory has room for n more bytes.
+func (m *Store) fits(n int64) bool { return m.budget.Held()+n <= m.budget.Max() }
+
+// makeRoom sheds keys of up to 64 tables, in no particular order, until
+// the store's memory has room for need more bytes (a table's fixed parts),
+// and reports whether it has. The caller holds m.mu.
+func (m *Store) makeRoom(need int64) bool {
+	tried := 0
+	for _, t := range m.tables {
+		if m.fits(need) || tried == 64 {
+			break
+		}
+		t.cur.Load().t.Shed(m.budget.Held() + need - m.budget.Max())
+		tried++
+	}
+	return m.fits(need)
 }
 
 // foldKeys is the most keys of a table that freeDrained folds: a table of
