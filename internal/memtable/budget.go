@@ -63,11 +63,9 @@ func (b *Budget) Take(n int64) bool {
 
 func (b *Budget) add(n int64) { b.held.Add(n) }
 
-// Sizes of what a Table holds, as the Budget counts them. They were
-// calibrated against the heap: a test program filled Tables with 1M keys
-// of 8, 32, 149 and 1,012 bytes, and made 60,000 Tables, and compared
-// runtime.MemStats.HeapInuse after runtime.GC with Held (the figures are
-// in the commit that set them).
+// Sizes of what a Table holds, as the Budget counts them: Go's sizes of
+// its types, rounded as the allocator rounds them (allocBytes). They are
+// not yet calibrated against runtime.MemStats.
 const (
 	shardBytes      = int64(unsafe.Sizeof(shard{}))
 	tableBytes      = int64(unsafe.Sizeof(Table{}))
