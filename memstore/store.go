@@ -122,15 +122,15 @@ func (m *Store) revive(t *table) {
 		return
 	}
 	n := shards
-	if !m.fits(memtable.Cost(m.maxKeys, n, m.budget)) {
+	if !m.fits(memtable.Cost(m.maxKeys, n)) {
 		if len(m.tables) >= m.sweepAt {
-			m.freeDrained(memtable.Cost(m.maxKeys, n, m.budget) + m.budget.Max()/16)
+			m.freeDrained(memtable.Cost(m.maxKeys, n) + m.budget.Max()/16)
 		}
-		if !m.fits(memtable.Cost(m.maxKeys, n, m.budget)) {
+		if !m.fits(memtable.Cost(m.maxKeys, n)) {
 			n = 1
 		}
 	}
-	if need := memtable.Cost(m.maxKeys, n, m.budget); !m.makeRoom(need) {
+	if need := memtable.Cost(m.maxKeys, n); !m.makeRoom(need) {
 		m.freeDrained(need + m.budget.Max()/16) // tables of no keys: fold them
 	}
 	mt := memtable.New(t.key.p, m.maxKeys, n, m.budget)

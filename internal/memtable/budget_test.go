@@ -2,7 +2,9 @@ package memtable
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +14,13 @@ import (
 
 // counted recomputes the bytes t holds, as its Budget counts them.
 func counted(t *Table) int64 {
-	n := fixedBytes(len(t.shards), t.shadowN)
+	n := fixedBytes(len(t.shards))
 	for i := range t.shards {
 		sh := &t.shards[i]
 		n += slotsBytes(len(sh.tags))
+		if sh.shadow != nil {
+			n += shadowExtra(len(sh.shadow))
+		}
 		for j, tag := range sh.tags {
 			if tag != 0 {
 				n += keyBytes(len(sh.slots[j].key))
@@ -125,5 +130,65 @@ func TestFold(t *testing.T) {
 		if d, _ := next.Decide("other", later, 0); !d.Allowed || !next.Close() { // a peek moves its clock
 			t.Fatalf("%s: the floor did not drain", ps)
 		}
+	}
+}
+
+// heapAlloc returns the bytes of the heap's live objects after a
+// collection (HeapAlloc: each object as its size class rounds it, unlike
+// HeapInuse, which counts whole spans, freed objects and all, and so
+// grows little when new objects fill the gaps the last test left).
+func heapAlloc() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// TestBudgetTracksHeap fills tables with keys of several sizes, and
+// sliding logs, and makes many tables of one key: the growth of the live
+// heap after a collection is at most 5% above the Budget's count, and at
+// most 20% below it (keys of 8 bytes count 16, what they take under the
+// race detector); many tables of one key count a little more than they
+// take (a Table counts its shards' smallest shadows before their first
+// eviction allocates them).
+func TestBudgetTracksHeap(t *testing.T) {
+	for _, c := range []struct {
+		size, keys int
+		policy     string
+	}{
+		{8, 200_000, "fixed-window 2/1h"}, {32, 200_000, "token-bucket 2/1h"},
+		{149, 100_000, "fixed-window 2/1h"}, {1012, 20_000, "fixed-window 2/1h"},
+		{32, 100_000, "sliding-log 2/1h"},
+	} {
+		keys := make([]string, c.keys)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%0*d", c.size, i)
+		}
+		b := NewBudget(math.MaxInt64)
+		base := heapAlloc()
+		tb := New(algo.MustParsePolicy(c.policy), 1<<30, 64, b)
+		for _, k := range keys {
+			tb.Decide(k, 1, 1)
+		}
+		grew := heapAlloc() - base
+		t.Logf("%s, %d keys of %d bytes: heap +%d, counted %d (%.3f)", c.policy, c.keys, c.size, grew, b.Held(), float64(grew)/float64(b.Held()))
+		if grew > b.Held()+b.Held()/20 || grew < b.Held()-b.Held()/5 {
+			t.Errorf("%s, keys of %d bytes: the heap grew by %d bytes, the Budget counts %d", c.policy, c.size, grew, b.Held())
+		}
+		runtime.KeepAlive(tb)
+		runtime.KeepAlive(keys)
+	}
+	b := NewBudget(math.MaxInt64)
+	base := heapAlloc()
+	tables := make([]*Table, 10_000)
+	for i := range tables {
+		tables[i] = New(algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1s", i+1)), 1<<20, 1, b)
+		tables[i].Decide("client", 1, 1)
+	}
+	grew := heapAlloc() - base
+	runtime.KeepAlive(tables)
+	t.Logf("%d tables of one key: heap +%d, counted %d (%.3f)", len(tables), grew, b.Held(), float64(grew)/float64(b.Held()))
+	if grew > b.Held()+b.Held()/20 {
+		t.Errorf("%d tables: the heap grew by %d bytes, the Budget counts %d", len(tables), grew, b.Held())
 	}
 }

@@ -21,8 +21,8 @@
 // Eviction never admits more than the policy. A shard joins the state of
 // each key it evicts before it drained into its shadow, a fixed table of
 // algo.Shadow values indexed by the key's hash (1,024 per Table, at least 16
-// per shard; 16 for a table made while its Budget is spent), allocated on
-// the first such eviction; a key the shard does not hold starts from its
+// per shard; 16 when the Budget has no room for more), allocated on the
+// first such eviction; a key the shard does not hold starts from its
 // shadow value (and the Table's floor, see SetFloor) rather than from the
 // initial state. A shadow value is at least as
 // strict as every state joined into it (for each algorithm, algo.Shadow
@@ -97,30 +97,19 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 			sh.logs = make(map[string]*algo.State)
 		}
 	}
-	t.shadowN = shadowSize(n, b)
-	b.add(fixedBytes(n, t.shadowN))
+	t.shadowN = max(shadowSlots/n, minShadowSlots)
+	b.add(fixedBytes(n))
 	return t
 }
 
-// Cost returns the bytes New(p, maxKeys, shards, b) would count in b now,
-// whatever the table comes to hold, so that a caller can make room first.
-func Cost(maxKeys, shards int, b *Budget) int64 {
+// Cost returns the bytes New(p, maxKeys, shards, b) counts in b, whatever
+// the table comes to hold, so that a caller can make room first.
+func Cost(maxKeys, shards int) int64 {
 	n := 1
 	for n*2 <= shards && n*2*minShardKeys <= max(maxKeys, 1) {
 		n *= 2
 	}
-	return fixedBytes(n, shadowSize(n, b))
-}
-
-// shadowSize returns the slots of each shadow of a Table of n shards made
-// now: shadowSlots split among them, at least minShadowSlots each, or
-// just that when b has no room for more.
-func shadowSize(n int, b *Budget) int {
-	m := max(shadowSlots/n, minShadowSlots)
-	if b.Held()+fixedBytes(n, m) > b.Max() {
-		return minShadowSlots // made under pressure: stay small
-	}
-	return m
+	return fixedBytes(n)
 }
 
 // Policy returns the table's policy.
@@ -237,7 +226,11 @@ func (t *Table) recall(sh *shard, h uint64, now int64) algo.State {
 // drained, to sh's shadow.
 func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
 	if sh.shadow == nil {
-		sh.shadow = make([]algo.Shadow, t.shadowN) // counted by New
+		n := t.shadowN
+		if !t.b.Take(shadowExtra(n)) {
+			n = minShadowSlots // counted by New
+		}
+		sh.shadow = make([]algo.Shadow, n)
 	}
 	t.p.Forget(&sh.shadow[sh.shadowSlot(h)], s, now)
 	sh.evictions++
