@@ -25,17 +25,21 @@
 // before it allocates: a new key, a shard's growth or a log's growth that
 // the bound has no room for evicts keys from its shard first, or goes to
 // the shard's shadow (below) when the shard holds none. A table made
-// while the bound is reached first frees the tables holding nothing that
-// has not drained at the latest time of their own ops (never by another
-// table's clock), then folds tables of at most four keys, such as Envoy's
-// limit overrides make, into one 16-byte state that the table starts from
-// when it is used again; it then gets one shard rather than 64, and keys of
-// other tables are evicted to make room for it. So the bytes counted never
-// exceed the bound (Stats.Bytes <= Stats.MaxBytes) unless the tables'
-// fixed parts alone (about 1 KiB a table) fill it. The heap the store
-// takes is larger than the count: keys evicted at random leave heap spans
-// partly used, and under floods of new keys the heap grew by up to 2.1
-// times the bound (2.5 is the figure the chaos tests assert). A
+// while the bound is nearly reached first frees the tables holding nothing
+// that has not drained at the latest time of their own ops (never by
+// another table's clock), then folds tables of at most four keys, such as
+// Envoy's limit overrides make, into one 16-byte state that the table
+// starts from when it is used again; such a record is dropped once it has
+// drained at the latest time of the tables of its name. The new table then
+// gets one shard rather than 64, and keys of other tables are evicted if
+// it still has no room. So the bytes counted never exceed the bound
+// (Stats.Bytes <= Stats.MaxBytes) unless the tables' fixed parts alone
+// (about 1 KiB a table of one shard) fill it. The count tracks the live
+// heap (runtime.MemStats.HeapAlloc) within a few percent; the heap in use
+// (HeapInuse, whole spans) is larger under floods of new keys, as each
+// evicted key leaves a hole in a span it shared with short-lived strings:
+// it grew by up to 2.1 times the bound in the chaos tests, which assert
+// 2.5. A
 // sliding-log policy whose log could take more than a sixteenth of the
 // bound (32 bytes per unit of LIMIT: MaxLogLimit) is refused by Table.
 // Stats.Bytes is the count.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,8 @@ type Store struct {
 	tables  map[tableKey]*table
 	folded  map[tableKey]algo.Shadow // tables freed with live state, folded
 	nextID  int
-	sweepAt int // the number of tables from which freeDrained runs again
+	sweepAt int   // the number of tables from which freeDrained runs again
+	made    int64 // bytes of the tables made since freeDrained ran
 }
 
 // An Option configures a Store made by New.
@@ -121,19 +123,24 @@ func (m *Store) revive(t *table) {
 		t.cur.Store(cur.cur.Load())
 		return
 	}
-	n := shards
-	if !m.fits(memtable.Cost(m.maxKeys, n)) {
-		if len(m.tables) >= m.sweepAt {
-			m.freeDrained(memtable.Cost(m.maxKeys, n) + m.budget.Max()/16)
-		}
-		if !m.fits(memtable.Cost(m.maxKeys, n)) {
-			n = 1
-		}
+	// A table gets its shards while they leave a sixteenth of the memory
+	// free, one shard otherwise; sweeps make room for an eighth.
+	n, slack := shards, m.budget.Max()/16
+	if !m.fits(memtable.Cost(m.maxKeys, n)+slack) && (len(m.tables) >= m.sweepAt || m.made >= m.budget.Held()/2) {
+		m.freeDrained(memtable.Cost(m.maxKeys, n) + 2*slack)
 	}
-	if need := memtable.Cost(m.maxKeys, n); !m.makeRoom(need) {
-		m.freeDrained(need + m.budget.Max()/16) // tables of no keys: fold them
+	if !m.fits(memtable.Cost(m.maxKeys, n) + slack) {
+		n = 1
 	}
+	need := memtable.Cost(m.maxKeys, n) + entryBytes(t.key)
+	if !m.makeRoom(need) {
+		m.freeDrained(need + 2*slack) // tables of no keys: fold them
+	}
+	m.made += need
 	mt := memtable.New(t.key.p, m.maxKeys, n, m.budget)
+	if m.tables[t.key] == nil {
+		m.budget.Charge(entryBytes(t.key))
+	}
 	if f, ok := m.folded[t.key]; ok {
 		mt.SetFloor(f)
 		delete(m.folded, t.key)
@@ -146,26 +153,62 @@ func (m *Store) revive(t *table) {
 
 // freeDrained frees every table that holds nothing undrained at the latest
 // time of its own ops, then, while the memory has no room for need more
-// bytes, folds the tables of at most foldKeys keys. It runs again once the tables left have
-// grown by half, so that it costs O(1) per table made. The caller holds
-// m.mu.
+// bytes, folds the tables of at most foldKeys keys. revive runs it again
+// once the tables left have grown by half, or tables whose fixed parts
+// take half the memory held have been made since, so that it costs O(1)
+// per table made (and per shard). The caller holds m.mu.
 func (m *Store) freeDrained(need int64) {
+	before := len(m.tables)
+	last := make(map[string]int64) // by the name of a folded table
+	for k := range m.folded {
+		last[k.name] = 0
+	}
 	for k, t := range m.tables {
-		if t.cur.Load().t.Close() {
+		mt := t.cur.Load().t
+		if l, ok := last[k.name]; ok {
+			last[k.name] = max(l, mt.Last())
+		}
+		if mt.Close() {
 			delete(m.tables, k)
+			m.budget.Charge(-entryBytes(k))
 		}
 	}
+	if len(m.tables)*4 < before {
+		m.tables = maps.Clone(m.tables) // Go maps do not shrink
+	}
+	m.dropFolded(last)
 	for k, t := range m.tables {
 		if m.fits(need) {
 			break
 		}
 		if f, ok := t.cur.Load().t.Fold(foldKeys); ok {
 			delete(m.tables, k)
+			m.budget.Charge(-entryBytes(k))
 			m.folded[k] = f
 			m.budget.Charge(foldedBytes(k))
 		}
 	}
 	m.sweepAt = len(m.tables) + max(len(m.tables)/2, 16)
+	m.made = 0
+}
+
+// dropFolded drops the record of every folded table whose state has
+// drained at last[name], the latest time of an op on the tables of its
+// name (the same limiter, so the same clock). The caller holds m.mu.
+func (m *Store) dropFolded(last map[string]int64) {
+	before := len(m.folded)
+	defer func() {
+		if len(m.folded)*4 < before {
+			m.folded = maps.Clone(m.folded) // Go maps do not shrink
+		}
+	}()
+	for k, f := range m.folded {
+		now, p := last[k.name], k.p
+		if s := p.Recall(f, now); p.ResetAt(&s) <= now {
+			delete(m.folded, k)
+			m.budget.Charge(-foldedBytes(k))
+		}
+	}
 }
 
 // fits reports whether the store's memory has room for n more bytes.
@@ -190,6 +233,11 @@ func (m *Store) makeRoom(need int64) bool {
 // few keys (such as an Envoy limit override's) costs far more than its
 // keys, and folding them all into one state denies little.
 const foldKeys = 4
+
+// entryBytes is what a table costs the store besides its memtable, as
+// the budget counts it: its map entry (with the map's slack), its handle
+// and its name.
+func entryBytes(k tableKey) int64 { return 160 + int64(len(k.name)) }
 
 // foldedBytes is what a folded table holds, as the budget counts it: its
 // map entry (with the map's slack), its name and its Shadow.

@@ -1,7 +1,7 @@
 package memtable
 
 import (
-	"math/bits"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -86,23 +86,41 @@ const (
 )
 
 // allocBytes returns the bytes the Go allocator takes for an object of n
-// bytes: n rounded up to its size class. Classes are 16 bytes apart up to
-// 256 bytes (8-byte objects take 16 under the race detector, and are
-// counted so), then an eighth of the power of two below the size (a close
-// upper bound of Go's classes); past 32 KiB, whole 8-KiB pages.
+// bytes: n rounded up to its size class, 16 bytes apart up to 256 bytes
+// (8-byte objects take 16 under the race detector, and are counted so),
+// 32 apart up to 512, then as sizeClasses lists them; past 32 KiB, whole
+// 8-KiB pages.
 func allocBytes(n int64) int64 {
 	switch {
 	case n <= 0:
 		return 0
-	case n <= 16:
-		return 16 // 8-byte objects take 16 under the race detector
 	case n <= 256:
 		return (n + 15) &^ 15
+	case n <= 512:
+		return (n + 31) &^ 31
 	case n > 32<<10:
 		return (n + 8191) &^ 8191
 	}
-	step := int64(1) << (bits.Len64(uint64(n-1)) - 4)
-	return (n + step - 1) &^ (step - 1)
+	i, _ := slices.BinarySearch(sizeClasses[:], n)
+	return sizeClasses[i]
+}
+
+// sizeClasses are the Go allocator's size classes from 512 bytes to 32
+// KiB, as runtime/sizeclasses.go lists them (Go 1.26).
+var sizeClasses = [...]int64{
+	512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048,
+	2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912,
+	8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072,
+	20480, 21760, 24576, 27264, 28672, 32768,
+}
+
+// allocPtrBytes is allocBytes for an object that holds pointers: past
+// 512 bytes, the allocator puts an 8-byte header before it.
+func allocPtrBytes(n int64) int64 {
+	if n > 512 {
+		n += 8
+	}
+	return allocBytes(n)
 }
 
 // keyBytes is what a key of n bytes held by a Table costs: its bytes.
@@ -111,7 +129,7 @@ func keyBytes(n int) int64 { return allocBytes(int64(n)) }
 // slotsBytes is what a shard's slot array of size slots costs: its tags
 // and its slots, two allocations.
 func slotsBytes(size int) int64 {
-	return allocBytes(int64(size)) + allocBytes(int64(size)*int64(unsafe.Sizeof(slot{})))
+	return allocBytes(int64(size)) + allocPtrBytes(int64(size)*int64(unsafe.Sizeof(slot{})))
 }
 
 // logBytes is what a sliding-log key holds: its map entry, its key's
@@ -121,18 +139,20 @@ func logBytes(key string, s *algo.State) int64 {
 }
 
 // fixedBytes is what a Table of n shards costs whatever it holds: the
-// Table, its shards and a shadow of minShadowSlots for each (counted from
-// the start, though allocated at the shard's first eviction, so that an
-// eviction never lacks the bytes for one).
+// Table and its shards.
 func fixedBytes(n int) int64 {
-	return allocBytes(tableBytes) + allocBytes(int64(n)*shardBytes) + int64(n)*allocBytes(minShadowSlots*shadowSlotBytes)
+	return allocPtrBytes(tableBytes) + allocPtrBytes(int64(n)*shardBytes)
 }
 
+// shadowBytes is what a shadow of size slots costs. A shard counts one of
+// minShadowSlots from its first key on (shard.reserved), though it
+// allocates it at its first eviction, so that an eviction never lacks the
+// bytes for one; a larger one is counted when allocated.
+func shadowBytes(size int) int64 { return allocBytes(int64(size) * shadowSlotBytes) }
+
 // shadowExtra is what a shadow of size slots costs beyond the one of
-// minShadowSlots that fixedBytes counts.
-func shadowExtra(size int) int64 {
-	return allocBytes(int64(size)*shadowSlotBytes) - allocBytes(minShadowSlots*shadowSlotBytes)
-}
+// minShadowSlots that a shard counts from its first key on.
+func shadowExtra(size int) int64 { return shadowBytes(size) - shadowBytes(minShadowSlots) }
 
 // Close frees t if it holds no state that has not drained at the latest
 // time of an op on it (its own clock, never another table's), and reports
@@ -213,6 +233,9 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.p.Forget(all, &s, last)
 	}
 	held := slotsBytes(len(sh.tags))
+	if sh.reserved {
+		held += shadowBytes(minShadowSlots)
+	}
 	if sh.shadow != nil {
 		held += shadowExtra(len(sh.shadow))
 	}
@@ -225,7 +248,7 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		held += logBytes(k, s)
 	}
 	t.b.add(-held)
-	sh.tags, sh.slots, sh.shadow, sh.logs, sh.n = nil, nil, nil, nil, 0
+	sh.tags, sh.slots, sh.shadow, sh.logs, sh.n, sh.reserved = nil, nil, nil, nil, 0, false
 }
 
 // SetFloor makes every key t does not hold start from a state at least as

@@ -18,6 +18,9 @@ func counted(t *Table) int64 {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		n += slotsBytes(len(sh.tags))
+		if sh.reserved {
+			n += shadowBytes(minShadowSlots)
+		}
 		if sh.shadow != nil {
 			n += shadowExtra(len(sh.shadow))
 		}
@@ -178,17 +181,19 @@ func TestBudgetTracksHeap(t *testing.T) {
 		runtime.KeepAlive(tb)
 		runtime.KeepAlive(keys)
 	}
-	b := NewBudget(math.MaxInt64)
-	base := heapAlloc()
-	tables := make([]*Table, 10_000)
-	for i := range tables {
-		tables[i] = New(algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1s", i+1)), 1<<20, 1, b)
-		tables[i].Decide("client", 1, 1)
-	}
-	grew := heapAlloc() - base
-	runtime.KeepAlive(tables)
-	t.Logf("%d tables of one key: heap +%d, counted %d (%.3f)", len(tables), grew, b.Held(), float64(grew)/float64(b.Held()))
-	if grew > b.Held()+b.Held()/20 {
-		t.Errorf("%d tables: the heap grew by %d bytes, the Budget counts %d", len(tables), grew, b.Held())
+	for _, c := range []struct{ tables, shards int }{{10_000, 1}, {1_000, 64}} {
+		b := NewBudget(math.MaxInt64)
+		base := heapAlloc()
+		tables := make([]*Table, c.tables)
+		for i := range tables {
+			tables[i] = New(algo.MustParsePolicy(fmt.Sprintf("fixed-window %d/1s", i+1)), 1<<20, c.shards, b)
+			tables[i].Decide("client", 1, 1)
+		}
+		grew := heapAlloc() - base
+		runtime.KeepAlive(tables)
+		t.Logf("%d tables of %d shards and one key: heap +%d, counted %d (%.3f)", c.tables, c.shards, grew, b.Held(), float64(grew)/float64(b.Held()))
+		if grew > b.Held()+b.Held()/20 {
+			t.Errorf("%d tables of %d shards: the heap grew by %d bytes, the Budget counts %d", c.tables, c.shards, grew, b.Held())
+		}
 	}
 }

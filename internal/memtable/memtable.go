@@ -102,14 +102,15 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 	return t
 }
 
-// Cost returns the bytes New(p, maxKeys, shards, b) counts in b, whatever
-// the table comes to hold, so that a caller can make room first.
+// Cost returns the bytes New(p, maxKeys, shards, b) counts in b, and the
+// room that its first key's shard takes besides the key's bytes, so that a
+// caller can make room first.
 func Cost(maxKeys, shards int) int64 {
 	n := 1
 	for n*2 <= shards && n*2*minShardKeys <= max(maxKeys, 1) {
 		n *= 2
 	}
-	return fixedBytes(n)
+	return fixedBytes(n) + shadowBytes(minShadowSlots) + slotsBytes(minSlots)
 }
 
 // Policy returns the table's policy.
@@ -226,9 +227,13 @@ func (t *Table) recall(sh *shard, h uint64, now int64) algo.State {
 // drained, to sh's shadow.
 func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
 	if sh.shadow == nil {
+		if !sh.reserved { // a first key while the Budget has no room
+			t.b.add(shadowBytes(minShadowSlots))
+			sh.reserved = true
+		}
 		n := t.shadowN
 		if !t.b.Take(shadowExtra(n)) {
-			n = minShadowSlots // counted by New
+			n = minShadowSlots // counted since the shard's first key
 		}
 		sh.shadow = make([]algo.Shadow, n)
 	}
@@ -292,6 +297,18 @@ func (t *Table) Stats() Stats {
 	return st
 }
 
+// Last returns the latest time of an op on t.
+func (t *Table) Last() int64 {
+	var last int64
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		last = max(last, sh.last)
+		sh.mu.Unlock()
+	}
+	return last
+}
+
 // shard is one part of a Table: an open-addressing table of slots with
 // linear probing and backward-shift deletion (no tombstones).
 type shard struct {
@@ -302,6 +319,7 @@ type shard struct {
 	max       int // most keys this shard may hold
 	logs      map[string]*algo.State
 	shadow    []algo.Shadow // states of evicted keys, by hash; nil until one is
+	reserved  bool          // the smallest shadow is counted: see shadowBytes
 	logSweep  int           // sweep logs when they reach this many keys
 	drained   uint64
 	evictions uint64
@@ -379,10 +397,11 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 		if full && (sh.n+1)*16 > size*13 {
 			size = max(size*5/4, minSlots)
 		}
-		if t.b.Take(keyBytes(len(key)) + slotsBytes(size) - slotsBytes(len(sh.tags))) {
+		if t.b.Take(keyBytes(len(key)) + slotsBytes(size) - slotsBytes(len(sh.tags)) + sh.reserve()) {
 			if size != len(sh.tags) {
 				t.resize(sh, size)
 			}
+			sh.reserved = true
 			break
 		}
 		if sh.n == 0 {
@@ -531,14 +550,24 @@ func (t *Table) insertLog(sh *shard, key string, s *algo.State, now int64) {
 	if len(sh.logs) >= sh.max {
 		t.evictLog(sh, now)
 	}
-	for !t.b.Take(logBytes(key, s)) {
+	for !t.b.Take(logBytes(key, s) + sh.reserve()) {
 		if len(sh.logs) == 0 {
 			t.forget(sh, t.Hash(key), s, now) // keep the state in the shadow
 			return
 		}
 		t.evictLog(sh, now)
 	}
+	sh.reserved = true
 	sh.logs[strings.Clone(key)] = s
+}
+
+// reserve returns the bytes of the smallest shadow if sh has not counted
+// them yet: its first key does.
+func (sh *shard) reserve() int64 {
+	if sh.reserved {
+		return 0
+	}
+	return shadowBytes(minShadowSlots)
 }
 
 // relog counts the bytes of sliding-log key, whose state s changed and
