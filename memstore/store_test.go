@@ -62,7 +62,7 @@ func TestFreedTableComesBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		tb.Decide(ctx, "k", 1, 1)
-		if st := m.Stats(); st.Bytes > 2*st.MaxBytes {
+		if st := m.Stats(); st.Bytes > st.MaxBytes {
 			t.Fatalf("%d bytes held, bound %d", st.Bytes, st.MaxBytes)
 		}
 	}
