@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,5 +197,49 @@ func TestBudgetTracksHeap(t *testing.T) {
 		if grew > b.Held()+b.Held()/20 {
 			t.Errorf("%d tables of %d shards: the heap grew by %d bytes, the Budget counts %d", c.tables, c.shards, grew, b.Held())
 		}
+	}
+}
+
+// TestBudgetConcurrent floods tables that share a small Budget from
+// several goroutines while another watches the count: it never exceeds
+// the budget, since every byte is taken before it is allocated.
+func TestBudgetConcurrent(t *testing.T) {
+	const budget = 64 << 10
+	b := NewBudget(budget)
+	var tables []*Table
+	for _, ps := range policies {
+		tables = append(tables, New(algo.MustParsePolicy(ps), 1<<20, 4, b))
+	}
+	if b.Held() > budget {
+		t.Fatalf("the tables' fixed parts take %d bytes, more than the budget", b.Held())
+	}
+	var wg, watch sync.WaitGroup
+	var stop atomic.Bool
+	var most atomic.Int64
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		for !stop.Load() {
+			most.Store(max(most.Load(), b.Held()))
+			runtime.Gosched()
+		}
+	}()
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := range 5_000 {
+				tb := tables[rng.IntN(len(tables))]
+				tb.Decide(fmt.Sprint(strings.Repeat("x", rng.IntN(300)), g, "-", i), int64(time.Hour)+int64(i), 1+rng.Int64N(3))
+			}
+		}()
+	}
+	wg.Wait()
+	stop.Store(true)
+	watch.Wait()
+	t.Logf("at most %d bytes counted, budget %d", most.Load(), budget)
+	if most.Load() > budget {
+		t.Fatalf("%d bytes counted, budget %d", most.Load(), budget)
 	}
 }
