@@ -14,9 +14,10 @@
 // empty. A shard never holds more than its share of the table's maximum
 // number of keys: to make room it evicts, from a sample of its keys, the one
 // that would drain soonest, which changes the fewest future decisions. And
-// the Tables sharing a Budget count their bytes in it: while it is spent, a
-// new key evicts keys of at least its size instead of growing its shard
-// (see Budget). Close and Fold free a whole Table.
+// the Tables sharing a Budget take their bytes from it before they
+// allocate them: a new key, or its shard's growth, that the Budget has no
+// room for evicts keys of the shard first (see Budget). Close and Fold
+// free a whole Table.
 //
 // Eviction never admits more than the policy. A shard joins the state of
 // each key it evicts before it drained into its shadow, a fixed table of
