@@ -232,23 +232,28 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		s := t.p.Recall(v, last)
 		t.p.Forget(all, &s, last)
 	}
-	held := slotsBytes(len(sh.tags))
+	t.b.add(-sh.bytes())
+	sh.tags, sh.slots, sh.shadow, sh.logs, sh.n, sh.reserved = nil, nil, nil, nil, 0, false
+}
+
+// bytes is what sh holds, as its Table's Budget counts it.
+func (sh *shard) bytes() int64 {
+	n := slotsBytes(len(sh.tags))
 	if sh.reserved {
-		held += shadowBytes(minShadowSlots)
+		n += shadowBytes(minShadowSlots)
 	}
 	if sh.shadow != nil {
-		held += shadowExtra(len(sh.shadow))
+		n += shadowExtra(len(sh.shadow))
 	}
 	for i, tag := range sh.tags {
 		if tag != 0 {
-			held += keyBytes(len(sh.slots[i].key))
+			n += keyBytes(len(sh.slots[i].key))
 		}
 	}
 	for k, s := range sh.logs {
-		held += logBytes(k, s)
+		n += logBytes(k, s)
 	}
-	t.b.add(-held)
-	sh.tags, sh.slots, sh.shadow, sh.logs, sh.n, sh.reserved = nil, nil, nil, nil, 0, false
+	return n
 }
 
 // SetFloor makes every key t does not hold start from a state at least as

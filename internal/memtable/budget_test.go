@@ -18,22 +18,7 @@ import (
 func counted(t *Table) int64 {
 	n := fixedBytes(len(t.shards))
 	for i := range t.shards {
-		sh := &t.shards[i]
-		n += slotsBytes(len(sh.tags))
-		if sh.reserved {
-			n += shadowBytes(minShadowSlots)
-		}
-		if sh.shadow != nil {
-			n += shadowExtra(len(sh.shadow))
-		}
-		for j, tag := range sh.tags {
-			if tag != 0 {
-				n += keyBytes(len(sh.slots[j].key))
-			}
-		}
-		for k, s := range sh.logs {
-			n += logBytes(k, s)
-		}
+		n += t.shards[i].bytes()
 	}
 	return n
 }
