@@ -126,10 +126,10 @@ func (m *Store) revive(t *table) {
 	// A table gets its shards while they leave a sixteenth of the memory
 	// free, one shard otherwise; sweeps make room for an eighth.
 	n, slack := shards, m.budget.Max()/16
-	if !m.fits(memtable.Cost(m.maxKeys, n)+slack) && (len(m.tables) >= m.sweepAt || m.made >= m.budget.Held()/2) {
+	if !m.budget.Fits(memtable.Cost(m.maxKeys, n)+slack) && (len(m.tables) >= m.sweepAt || m.made >= m.budget.Held()/2) {
 		m.freeDrained(memtable.Cost(m.maxKeys, n) + 2*slack)
 	}
-	if !m.fits(memtable.Cost(m.maxKeys, n) + slack) {
+	if !m.budget.Fits(memtable.Cost(m.maxKeys, n) + slack) {
 		n = 1
 	}
 	need := memtable.Cost(m.maxKeys, n) + entryBytes(t.key)
@@ -178,7 +178,7 @@ func (m *Store) freeDrained(need int64) {
 	}
 	m.dropFolded(last)
 	for k, t := range m.tables {
-		if m.fits(need) {
+		if m.budget.Fits(need) {
 			break
 		}
 		if f, ok := t.cur.Load().t.Fold(foldKeys); ok {
@@ -211,22 +211,19 @@ func (m *Store) dropFolded(last map[string]int64) {
 	}
 }
 
-// fits reports whether the store's memory has room for n more bytes.
-func (m *Store) fits(n int64) bool { return m.budget.Held()+n <= m.budget.Max() }
-
 // makeRoom sheds keys of up to 64 tables, in no particular order, until
 // the store's memory has room for need more bytes (a table's fixed parts),
 // and reports whether it has. The caller holds m.mu.
 func (m *Store) makeRoom(need int64) bool {
 	tried := 0
 	for _, t := range m.tables {
-		if m.fits(need) || tried == 64 {
+		if m.budget.Fits(need) || tried == 64 {
 			break
 		}
 		t.cur.Load().t.Shed(m.budget.Held() + need - m.budget.Max())
 		tried++
 	}
-	return m.fits(need)
+	return m.budget.Fits(need)
 }
 
 // foldKeys is the most keys of a table that freeDrained folds: a table of

@@ -36,8 +36,9 @@ func (b *Budget) Held() int64 { return b.held.Load() }
 // Max returns the budget's bound, in bytes.
 func (b *Budget) Max() int64 { return b.max }
 
-// Over reports whether more than the budget is held.
-func (b *Budget) Over() bool { return b.held.Load() > b.max }
+// Fits reports whether n more bytes would keep the bytes held within the
+// budget.
+func (b *Budget) Fits(n int64) bool { return b.held.Load()+n <= b.max }
 
 // Charge counts n more bytes held (fewer, if negative) by something
 // other than a Table that shares the budget.
@@ -47,7 +48,9 @@ func (b *Budget) Charge(n int64) { b.add(n) }
 // budget, and reports whether it did. Taking n <= 0 always succeeds.
 func (b *Budget) Take(n int64) bool {
 	if n <= 0 {
-		b.add(n)
+		if n < 0 {
+			b.add(n)
+		}
 		return true
 	}
 	for {
@@ -87,13 +90,16 @@ const (
 
 // allocBytes returns the bytes the Go allocator takes for an object of n
 // bytes: n rounded up to its size class, 16 bytes apart up to 256 bytes
-// (8-byte objects take 16 under the race detector, and are counted so),
+// but for the class of 24 (8-byte objects take 16 under the race detector,
+// and are counted so),
 // 32 apart up to 512, then as sizeClasses lists them; past 32 KiB, whole
 // 8-KiB pages.
 func allocBytes(n int64) int64 {
 	switch {
 	case n <= 0:
 		return 0
+	case n > 16 && n <= 24:
+		return 24
 	case n <= 256:
 		return (n + 15) &^ 15
 	case n <= 512:
@@ -106,7 +112,7 @@ func allocBytes(n int64) int64 {
 }
 
 // sizeClasses are the Go allocator's size classes from 512 bytes to 32
-// KiB, as runtime/sizeclasses.go lists them (Go 1.26).
+// KiB, as internal/runtime/gc/sizeclasses.go lists them (Go 1.26).
 var sizeClasses = [...]int64{
 	512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048,
 	2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912,
