@@ -76,7 +76,7 @@ func allowEach(ctx context.Context, checks []Check, now func(*Limiter) int64) (d
 	}
 	for _, g := range groups {
 		err := g.store.ApplyEach(ctx, g.ops)
-		partial := err != nil && errors.Is(err, store.ErrPartialFailure)
+		partial := errors.Is(err, store.ErrPartialFailure)
 		for j, op := range g.ops {
 			i := g.idx[j]
 			opErr := op.Result.Err

@@ -158,6 +158,7 @@ func (f *Store) applyInner(ctx context.Context, ops []store.Op, bs []*breaker, b
 	idx := make([]int, 0, len(ops))
 	for i := range ops {
 		op := ops[i]
+		op.Result = store.Result{} // a stale one would blame the wrong partition
 		if op.Kind == store.OpRefund && isLocalStamp(op.Stamp) {
 			continue
 		}

@@ -107,11 +107,11 @@ func (f *Store) sendEach(ctx context.Context, e *eachCall) error {
 	inner := make([]store.Op, 0, len(e.ops))
 	idx := make([]int, 0, len(e.ops))
 	for i := range e.ops {
-		op := e.ops[i]
 		if !e.parts[e.of[i]].send {
 			continue
 		}
 		e.ops[i].Result = store.Result{}
+		op := e.ops[i]
 		if op.Kind == store.OpRefund && isLocalStamp(op.Stamp) {
 			continue
 		}

@@ -136,13 +136,12 @@ func (r *runner) serverOf(ctx context.Context, cmd *redis.Cmd) (redis.Cmdable, e
 
 // load makes a form of the script available on server, after a call there
 // found it missing: it loads the library there, or, when the server has
-// no functions, falls back to the script for good. eval says to send the
-// script with EVAL (again), else to call the function again. Only
+// no functions, falls back to the script for good (noFunc). Only
 // server's calls wait for its load, and only while ctx lasts: a master of
 // a cluster that is down or stalls holds up no load on the others.
-func (r *runner) load(ctx context.Context, server redis.Cmdable) (eval bool, err error) {
+func (r *runner) load(ctx context.Context, server redis.Cmdable) error {
 	if r.noFunc.Load() {
-		return true, nil
+		return nil
 	}
 	l := r.loaderOf(server)
 	// Many calls find the library missing at once (after a restart or a
@@ -151,27 +150,27 @@ func (r *runner) load(ctx context.Context, server redis.Cmdable) (eval bool, err
 	select {
 	case l.turn <- struct{}{}:
 	case <-ctx.Done():
-		return false, fmt.Errorf("waiting for another call's load of the function library: %w", ctx.Err())
+		return fmt.Errorf("waiting for another call's load of the function library: %w", ctx.Err())
 	}
 	defer func() { <-l.turn }()
 	if r.noFunc.Load() {
-		return true, nil
+		return nil
 	}
 	if l.loads.Load() != seen {
-		return false, nil
+		return nil
 	}
-	err = loadLibrary(ctx, server)
+	err := loadLibrary(ctx, server)
 	switch {
 	case err == nil:
 		l.loads.Add(1)
 		r.loads.Add(1)
-		return false, nil
+		return nil
 	case redis.HasErrorPrefix(err, "unknown command"), redis.HasErrorPrefix(err, "unknown subcommand"),
 		redis.HasErrorPrefix(err, "NOPERM"):
 		r.noFunc.Store(true)
-		return true, nil
+		return nil
 	}
-	return false, fmt.Errorf("loading the function library: %w", err)
+	return fmt.Errorf("loading the function library: %w", err)
 }
 
 // loaderOf returns server's loader, made when first needed. go-redis keeps
@@ -254,7 +253,7 @@ func (r *runner) loadFor(ctx context.Context, cmds []*redis.Cmd, which []int) []
 		if err == nil {
 			var seen bool
 			if err, seen = loaded[server]; !seen {
-				_, err = r.load(ctx, server)
+				err = r.load(ctx, server)
 				loaded[server] = err
 			}
 		}

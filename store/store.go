@@ -33,7 +33,8 @@ type Store interface {
 	// A store whose keys are in partitions that fail apart (Partitioned)
 	// may say which ops it failed on: their Result.Err is then a
 	// PartialFailure (Result.Failure), and the other ops were in
-	// partitions that answered, their effects undone. Apply still fails
+	// partitions that answered, the units they admitted refunded (their
+	// refunds and resets stay done). Apply still fails
 	// whole: its error never wraps ErrPartialFailure.
 	//
 	// A context that ends while the ops are on their way (to Redis, to a
