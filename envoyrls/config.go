@@ -184,7 +184,7 @@ func ParseConfig(files map[string][]byte) (*Config, error) {
 // Upstream reads every file of the tree, dot files included unless
 // RUNTIME_IGNOREDOTFILES is set: each file that it would read and
 // LoadConfig skips is named in the Config's Warnings, which a Service
-// logs.
+// logs; files inside dot-directories are skipped without a warning.
 func LoadConfig(dir string) (*Config, error) {
 	root, err := configRoot(dir)
 	if err != nil {
@@ -400,10 +400,7 @@ func (p *parser) descriptor(l *level, item *yaml.Node, parentPath string) *node 
 	if n.key == "" {
 		p.fail(item, "descriptor has empty key")
 	}
-	path := parentPath + "." + n.key
-	if n.value != "" {
-		path += "_" + n.value
-	}
+	path := parentPath + "." + composite(n.key, n.value)
 	n.pat = newPattern(n.key, n.value)
 	if n.share && n.pat == nil {
 		p.fail(item, "share_threshold can only be used with wildcard values (containing '*'), but %s has value %q", n.key, n.value)

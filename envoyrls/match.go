@@ -126,6 +126,9 @@ func (p *pattern) match(s string) bool {
 // value of key that the shared wildcard n matches: its own value, or for
 // a '*' in the key, its pattern, as upstream's counter key has it.
 func (n *node) sharedValue(key string) string {
+	if !n.pat.joined {
+		return n.value // matches took key == n.key
+	}
 	return strings.TrimPrefix(composite(n.key, n.value), key+"_")
 }
 
