@@ -16,8 +16,10 @@ import (
 // call is admitted and each call costs a full decision.
 const RedisRate = 1_000_000
 
-// A RedisPeer is a rate limiter that keeps its state in Redis. Every one
-// decides at RedisRate on the same redis-server, through the same client.
+// A RedisPeer is a rate limiter that keeps its state in Redis. In one
+// benchmark, every peer decides the same policy on the same redis-server,
+// through the same client: RedisRate (RedisPeers), or FloodLimit per
+// FloodPeriod (FloodRedisPeers).
 type RedisPeer struct {
 	Name string
 	// Note is printed beside the peer's figures.
@@ -30,25 +32,27 @@ type RedisPeer struct {
 
 // RedisPeers lists floodgate first, then its peers.
 var RedisPeers = []RedisPeer{
-	{Name: "floodgate", New: newFloodgateRedis},
-	{Name: "redis_rate", New: newRedisRate,
+	{Name: "floodgate", New: floodgateOnRedis(fmt.Sprintf("token-bucket %d/1s", RedisRate))},
+	{Name: "redis_rate", New: redisRate(redis_rate.PerSecond(RedisRate)),
 		Note: "github.com/go-redis/redis_rate/v10: GCRA, one EVALSHA per call (Redis scenarios only)"},
 }
 
-// floodgate with package redisstore: Redis's clock and the store's
-// defaults (calls that arrive together share one script call).
-
-func newFloodgateRedis(c *redis.Client, prefix string) (Limiter, error) {
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
-	if err != nil {
-		return nil, err
+// floodgateOnRedis returns the constructor of floodgate with package
+// redisstore deciding policy: Redis's clock and the store's defaults (calls
+// that arrive together share one script call) but for opts.
+func floodgateOnRedis(policy string, opts ...redisstore.Option) func(*redis.Client, string) (Limiter, error) {
+	p := algo.MustParsePolicy(policy)
+	return func(c *redis.Client, prefix string) (Limiter, error) {
+		s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
+		if err != nil {
+			return nil, err
+		}
+		l, err := floodgate.NewLimiter(p, floodgate.WithStore(s))
+		if err != nil {
+			return nil, err
+		}
+		return floodgateLimiter{l: l}, nil
 	}
-	p := algo.MustParsePolicy(fmt.Sprintf("token-bucket %d/1s", RedisRate))
-	l, err := floodgate.NewLimiter(p, floodgate.WithStore(s))
-	if err != nil {
-		return nil, err
-	}
-	return floodgateLimiter{l: l}, nil
 }
 
 // github.com/go-redis/redis_rate/v10, whose keys are always "rate:" + key.
@@ -58,8 +62,11 @@ type redisRateLimiter struct {
 	limit redis_rate.Limit
 }
 
-func newRedisRate(c *redis.Client, _ string) (Limiter, error) {
-	return redisRateLimiter{redis_rate.NewLimiter(c), redis_rate.PerSecond(RedisRate)}, nil
+// redisRate returns the constructor of redis_rate deciding limit.
+func redisRate(limit redis_rate.Limit) func(*redis.Client, string) (Limiter, error) {
+	return func(c *redis.Client, _ string) (Limiter, error) {
+		return redisRateLimiter{redis_rate.NewLimiter(c), limit}, nil
+	}
 }
 
 func (r redisRateLimiter) Allow(key string) (bool, error) {
