@@ -61,22 +61,26 @@ descriptors:
 `, ServiceRate)
 
 func startFloodgateRedis(network, addr string) (ServiceClient, func(), error) {
-	url := "redis://" + addr
-	if network == "unix" {
-		url = "unix://" + addr
-	}
-	return startFloodgate(url, envoyFixedConfig)
+	return startFloodgate(redisURL(network, addr), envoyFixedConfig)
 }
 
-// envoyRL is the running envoyproxy/ratelimit instance, kept between runs
-// on the same Redis: its runner cannot be stopped whole (its configuration
-// loader's inotify watcher and a few goroutines outlive Stop), so starting
-// one per run would use up the user's inotify instances (128 by default)
-// in a full make bench.
+// redisURL returns the store URL of the Redis at network and addr.
+func redisURL(network, addr string) string {
+	if network == "unix" {
+		return "unix://" + addr
+	}
+	return "redis://" + addr
+}
+
+// envoyRL holds the running envoyproxy/ratelimit instances, one per size
+// of its local cache, kept between runs on the same Redis: its runner
+// cannot be stopped whole (its configuration loader's inotify watcher and
+// a few goroutines outlive Stop), so starting one per run would use up the
+// user's inotify instances (128 by default) in a full make bench.
 var envoyRL struct {
 	sync.Mutex
-	redis string // network and address of inst's Redis
-	inst  *envoyRateLimit
+	redis string                  // network and address of inst's Redis
+	inst  map[int]*envoyRateLimit // by local cache size in bytes
 }
 
 // An envoyRateLimit is envoyproxy/ratelimit's service running in this
@@ -89,46 +93,65 @@ type envoyRateLimit struct {
 }
 
 func startEnvoyRateLimit(network, addr string) (ServiceClient, func(), error) {
-	envoyRL.Lock()
-	defer envoyRL.Unlock()
-	if envoyRL.inst != nil && envoyRL.redis != network+" "+addr {
-		envoyRL.inst.stop()
-		envoyRL.inst = nil
-	}
-	if envoyRL.inst == nil {
-		e, err := newEnvoyRateLimit(network, addr)
-		if err != nil {
-			return nil, nil, fmt.Errorf("envoy-ratelimit: %w", err)
-		}
-		envoyRL.inst, envoyRL.redis = e, network+" "+addr
-	}
-	conn, err := grpc.NewClient(envoyRL.inst.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, stop, err := startEnvoyRLS(network, addr, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	// The same Envoy client as floodgate's.
-	return floodgateService{rlsv3.NewRateLimitServiceClient(conn)}, func() { conn.Close() }, nil
+	return floodgateService{c}, stop, nil
 }
 
-// stopEnvoyRateLimit stops the running instance, if any.
+// startEnvoyRLS returns a client of the envoyproxy/ratelimit instance on
+// the Redis at network and addr with a local cache of cacheBytes (0: none),
+// starting it if need be, and a function that closes the client.
+func startEnvoyRLS(network, addr string, cacheBytes int) (rlsv3.RateLimitServiceClient, func(), error) {
+	envoyRL.Lock()
+	defer envoyRL.Unlock()
+	if envoyRL.redis != network+" "+addr {
+		stopEnvoyRateLimitLocked()
+		envoyRL.redis = network + " " + addr
+	}
+	e := envoyRL.inst[cacheBytes]
+	if e == nil {
+		var err error
+		if e, err = newEnvoyRateLimit(network, addr, cacheBytes); err != nil {
+			return nil, nil, fmt.Errorf("envoy-ratelimit: %w", err)
+		}
+		if envoyRL.inst == nil {
+			envoyRL.inst = make(map[int]*envoyRateLimit)
+		}
+		envoyRL.inst[cacheBytes] = e
+	}
+	conn, err := grpc.NewClient(e.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return rlsv3.NewRateLimitServiceClient(conn), func() { conn.Close() }, nil
+}
+
+// stopEnvoyRateLimit stops the running instances, if any.
 func stopEnvoyRateLimit() {
 	envoyRL.Lock()
 	defer envoyRL.Unlock()
-	if envoyRL.inst != nil {
-		envoyRL.inst.stop()
-		envoyRL.inst, envoyRL.redis = nil, ""
+	stopEnvoyRateLimitLocked()
+}
+
+func stopEnvoyRateLimitLocked() {
+	for _, e := range envoyRL.inst {
+		e.stop()
 	}
+	envoyRL.inst, envoyRL.redis = nil, ""
 }
 
 // newEnvoyRateLimit starts envoyproxy/ratelimit with its Redis backend on
-// the Redis at network and addr, its configuration envoyFixedConfig in a
-// temporary RUNTIME_ROOT, listening on loopback ports, and waits until it
-// serves. Its settings are those of its environment variables (as its
+// the Redis at network and addr and a local cache of cacheBytes (0: none),
+// its configuration envoyFixedConfig and floodServiceConfig in a temporary
+// RUNTIME_ROOT, listening on loopback ports, and waits until it serves. Its settings are those of its environment variables (as its
 // command reads them) but for the ones set here.
 //
 // Upstream's runner ends the process (logrus Fatal) when it cannot listen
 // or its Redis cannot be reached, and panics on a bad configuration.
-func newEnvoyRateLimit(network, addr string) (*envoyRateLimit, error) {
+func newEnvoyRateLimit(network, addr string, cacheBytes int) (*envoyRateLimit, error) {
 	dir, err := os.MkdirTemp("", "floodgate-bench-envoy-ratelimit")
 	if err != nil {
 		return nil, err
@@ -138,9 +161,11 @@ func newEnvoyRateLimit(network, addr string) (*envoyRateLimit, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(conf, "bench.yaml"), []byte(envoyFixedConfig), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	for name, config := range map[string]string{"bench.yaml": envoyFixedConfig, "flood.yaml": floodServiceConfig} {
+		if err := os.WriteFile(filepath.Join(conf, name), []byte(config), 0o644); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	ports, err := freeLoopbackPorts(2)
 	if err != nil {
@@ -163,7 +188,7 @@ func newEnvoyRateLimit(network, addr string) (*envoyRateLimit, error) {
 	s.BackendType = "redis"
 	s.RedisSocketType, s.RedisType, s.RedisUrl = network, "SINGLE", addr
 	s.RedisAuth, s.RedisTls, s.RedisPerSecond = "", false, false
-	s.LocalCacheSizeInBytes = 0
+	s.LocalCacheSizeInBytes = cacheBytes
 
 	// Its runner logs at info until Run sets LogLevel: quiet it before.
 	// Nothing else in this binary logs with logrus.

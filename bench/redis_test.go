@@ -57,13 +57,22 @@ func BenchmarkRedis(b *testing.B) {
 	}
 }
 
+// A meter measures what happens in a benchmark's timed part: start is
+// called just before the timer starts, and stop just after it stops, to
+// report what it measured.
+type meter interface {
+	start(b *testing.B)
+	stop(b *testing.B)
+}
+
 // runCallers calls l.Allow b.N times from exactly callers goroutines, which
 // share the calls, on keys[0] if there is one key and on keys picked at
 // random otherwise. It reports decisions per second of wall time
 // (decisions/s) and the fraction admitted, and fails b on any error.
 // Untimed first, each goroutine makes a few calls, so that the client's
-// connections are open and the peer's scripts loaded.
-func runCallers(b *testing.B, l Limiter, callers int, keys []string) {
+// connections are open and the peer's scripts loaded. Each of meters
+// measures the timed part.
+func runCallers(b *testing.B, l Limiter, callers int, keys []string, meters ...meter) {
 	b.ReportAllocs()
 	var allowed, errs atomic.Int64
 	var firstErr atomic.Value
@@ -112,10 +121,16 @@ func runCallers(b *testing.B, l Limiter, callers int, keys []string) {
 	if e := firstErr.Load(); e != nil {
 		b.Fatalf("warming up: %v", e)
 	}
+	for _, m := range meters {
+		m.start(b)
+	}
 	b.ResetTimer()
 	close(start)
 	done.Wait()
 	b.StopTimer()
+	for _, m := range meters {
+		m.stop(b)
+	}
 
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	report(b, allowed.Load(), errs.Load(), int64(b.N), firstErr.Load())

@@ -71,6 +71,16 @@ func startFloodgateService() (ServiceClient, func(), error) {
 // memory) with the Envoy configuration config, and returns a gRPC client
 // of its Envoy service.
 func startFloodgate(store, config string) (ServiceClient, func(), error) {
+	c, stop, err := startFloodgateRLS(store, config)
+	if err != nil {
+		return nil, nil, err
+	}
+	return floodgateService{c}, stop, nil
+}
+
+// startFloodgateRLS is startFloodgate returning the Envoy client itself,
+// each of set changing serve's options first.
+func startFloodgateRLS(store, config string, set ...func(*server.Options)) (rlsv3.RateLimitServiceClient, func(), error) {
 	dir, err := os.MkdirTemp("", "floodgate-bench-envoy")
 	if err != nil {
 		return nil, nil, err
@@ -84,20 +94,22 @@ func startFloodgate(store, config string) (ServiceClient, func(), error) {
 	var once sync.Once
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
-	go func() {
-		errc <- server.Run(ctx, server.Options{
-			Store: store, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", EnvoyConfigDir: dir,
-			SnapshotFile: "off", WatchInterval: -1,
-			Listening: func(name string, addr net.Addr) {
-				if name == "grpc" {
-					grpcAddr = addr
-				}
-				if name == "ready" {
-					once.Do(func() { close(ready) })
-				}
-			},
-		})
-	}()
+	o := server.Options{
+		Store: store, HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", EnvoyConfigDir: dir,
+		SnapshotFile: "off", WatchInterval: -1,
+		Listening: func(name string, addr net.Addr) {
+			if name == "grpc" {
+				grpcAddr = addr
+			}
+			if name == "ready" {
+				once.Do(func() { close(ready) })
+			}
+		},
+	}
+	for _, f := range set {
+		f(&o)
+	}
+	go func() { errc <- server.Run(ctx, o) }()
 	stop := func() {
 		cancel()
 		<-errc
@@ -115,7 +127,7 @@ func startFloodgate(store, config string) (ServiceClient, func(), error) {
 		stop()
 		return nil, nil, err
 	}
-	return floodgateService{rlsv3.NewRateLimitServiceClient(conn)}, func() { conn.Close(); stop() }, nil
+	return rlsv3.NewRateLimitServiceClient(conn), func() { conn.Close(); stop() }, nil
 }
 
 type floodgateService struct{ c rlsv3.RateLimitServiceClient }
