@@ -4,7 +4,8 @@
 // admitted. Below 1, floodgate is faster or holds less memory. Scenarios
 // that report a rate (BenchmarkRedis's decisions/s) are compared in that
 // rate alone, in a table of their own: there, above 1, floodgate decides
-// more per second.
+// more per second. The flood scenarios' Redis commands (redis-cmds/s,
+// cmds/key/retry) are listed peer by peer.
 //
 // Usage:
 //
@@ -82,6 +83,16 @@ func peerNotes() map[string]string {
 			notes[p.Name] = p.Note
 		}
 	}
+	for _, p := range bench.FloodRedisPeers {
+		if p.Note != "" {
+			notes[p.Name] = p.Note
+		}
+	}
+	for _, p := range bench.FloodServicePeers {
+		if p.Note != "" {
+			notes[p.Name] = p.Note
+		}
+	}
 	maps.Copy(notes, bench.OtherModulePeers)
 	return notes
 }
@@ -126,6 +137,7 @@ func reportsRate(s *Summary, scenario, peer string) bool {
 func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 	fmt.Fprintf(w, "admit/op: the fraction of calls admitted (median); ! marks one that contradicts the scenario's name.\n")
 	printRatios(w, s, base)
+	printCommands(w, s)
 	printOverheads(w, s)
 	printMedians(w, s, base)
 	peers, warnings := peersAndWarnings(s)
