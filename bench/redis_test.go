@@ -65,19 +65,39 @@ type meter interface {
 	stop(b *testing.B)
 }
 
-// runCallers calls l.Allow b.N times from exactly callers goroutines, which
-// share the calls, on keys[0] if there is one key and on keys picked at
-// random otherwise. It reports decisions per second of wall time
-// (decisions/s) and the fraction admitted, and fails b on any error.
-// Untimed first, each goroutine makes a few calls, so that the client's
-// connections are open and the peer's scripts loaded. Each of meters
-// measures the timed part.
+// runCallers calls l.Allow b.N times from exactly callers goroutines
+// (callConcurrently) and fails b on any error, in the warm-up or timed.
 func runCallers(b *testing.B, l Limiter, callers int, keys []string, meters ...meter) {
+	r := callConcurrently(b, l, callers, keys, meters...)
+	if r.warmErr != nil {
+		b.Fatalf("warming up: %v", r.warmErr)
+	}
+	if r.errs > 0 {
+		b.Fatalf("%d errors in %d calls; the first: %v", r.errs, b.N, r.firstErr)
+	}
+}
+
+// The errors of callConcurrently: the first of the warm-up, and how many
+// calls of the timed part failed and the first error.
+type callErrors struct {
+	warmErr  any
+	errs     int64
+	firstErr any
+}
+
+// callConcurrently calls l.Allow b.N times from exactly callers goroutines,
+// which share the calls, on keys[0] if there is one key and on keys picked
+// at random otherwise. It reports the calls answered without error per
+// second of wall time (decisions/s), the fraction admitted and the fraction
+// that failed (report), and returns the errors. Untimed first, each
+// goroutine makes a few calls, so that the client's connections are open
+// and the peer's scripts loaded. Each of meters measures the timed part.
+func callConcurrently(b *testing.B, l Limiter, callers int, keys []string, meters ...meter) callErrors {
 	b.ReportAllocs()
 	var allowed, errs atomic.Int64
-	var firstErr atomic.Value
+	var warmErr, firstErr atomic.Value
 	n := uint64(len(keys))
-	call := func(r *rng, a, e *int64) {
+	call := func(r *rng, a, e *int64, first *atomic.Value) {
 		k := keys[0]
 		if n > 1 {
 			k = keys[r.intn(n)]
@@ -87,7 +107,7 @@ func runCallers(b *testing.B, l Limiter, callers int, keys []string, meters ...m
 			*a++
 		}
 		if err != nil {
-			firstErr.CompareAndSwap(nil, err.Error())
+			first.CompareAndSwap(nil, err.Error())
 			*e++
 		}
 	}
@@ -105,22 +125,19 @@ func runCallers(b *testing.B, l Limiter, callers int, keys []string, meters ...m
 			r := newRNG()
 			var a, e int64
 			for range warmCalls {
-				call(&r, &a, &e)
+				call(&r, &a, &e, &warmErr)
 			}
 			warm.Done()
 			a, e = 0, 0
 			<-start
 			for range calls {
-				call(&r, &a, &e)
+				call(&r, &a, &e, &firstErr)
 			}
 			allowed.Add(a)
 			errs.Add(e)
 		})
 	}
 	warm.Wait()
-	if e := firstErr.Load(); e != nil {
-		b.Fatalf("warming up: %v", e)
-	}
 	for _, m := range meters {
 		m.start(b)
 	}
@@ -132,9 +149,7 @@ func runCallers(b *testing.B, l Limiter, callers int, keys []string, meters ...m
 		m.stop(b)
 	}
 
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	b.ReportMetric(float64(int64(b.N)-errs.Load())/b.Elapsed().Seconds(), "decisions/s")
 	report(b, allowed.Load(), errs.Load(), int64(b.N), firstErr.Load())
-	if errs.Load() > 0 {
-		b.Fatalf("%d errors in %d calls; the first: %v", errs.Load(), b.N, firstErr.Load())
-	}
+	return callErrors{warmErr: warmErr.Load(), errs: errs.Load(), firstErr: firstErr.Load()}
 }
