@@ -109,7 +109,7 @@ func runFlood(b *testing.B, l Limiter, keys []string, info *redis.Client, retry 
 // FloodCallers goroutines that share the keys. It fails b when a key is
 // still admitted after FloodLimit+1 calls, or when a key's calls fail
 // floodErrors times.
-func driveOver(b *testing.B, l Limiter, keys []string) {
+func driveOver(b testing.TB, l Limiter, keys []string) {
 	var next atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -175,7 +175,7 @@ func (m *commandMeter) stop(b *testing.B) {
 // redisCommands returns the number of commands the Redis of c has
 // processed since it started (INFO stats, total_commands_processed),
 // failing b when it cannot tell.
-func redisCommands(b *testing.B, c *redis.Client) int64 {
+func redisCommands(b testing.TB, c *redis.Client) int64 {
 	s, err := c.Info(ctx, "stats").Result()
 	if err != nil {
 		b.Fatalf("INFO stats: %v", err)
@@ -192,4 +192,29 @@ func redisCommands(b *testing.B, c *redis.Client) int64 {
 	}
 	b.Fatalf("INFO stats has no %s", field)
 	return 0
+}
+
+// TestFloodHarness checks the flood benchmarks' own parts on a real
+// redis-server: driveOver leaves every key denied, and two readings of
+// the command count with nothing between them differ by the first INFO
+// alone, as commandMeter assumes.
+func TestFloodHarness(t *testing.T) {
+	srv := redistest.NewServer(t)
+	c := srv.Client(t)
+	l, err := FloodRedisPeers[0].New(c, "harness:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	keys := floodKeys(3)
+	driveOver(t, l, keys)
+	for _, k := range keys {
+		if ok, err := l.Allow(k); ok || err != nil {
+			t.Errorf("after driveOver, Allow(%q) = %v, %v; want denied", k, ok, err)
+		}
+	}
+	before := redisCommands(t, c)
+	if d := redisCommands(t, c) - before; d != 1 {
+		t.Errorf("two readings of INFO's count differ by %d, want 1 (the first INFO)", d)
+	}
 }

@@ -11,7 +11,10 @@
 //
 // BenchmarkRedis compares the limiters that keep their state in Redis
 // (RedisPeers) on one redis-server that it starts itself (package
-// internal/redistest), in decisions per second.
+// internal/redistest), in decisions per second. BenchmarkFloodRedis and
+// BenchmarkFloodService flood keys already over their limit, through those
+// limiters (FloodRedisPeers) and through rate-limit services on Redis
+// (FloodServicePeers), and count Redis's commands besides.
 package bench
 
 import (
