@@ -42,12 +42,16 @@ const FloodCallers = 64
 // FloodKeys are the numbers of keys flooded.
 var FloodKeys = []int{1, 1000}
 
+// floodPolicy is floodgate's policy in the library flood.
+var floodPolicy = fmt.Sprintf("token-bucket %d/%s", FloodLimit, FloodPeriod)
+
 // FloodRedisPeers are floodgate's limiter on package redisstore and its
 // peers that keep state in Redis, each deciding FloodLimit per FloodPeriod.
 // A variant of floodgate's is one more line: a name and the redisstore
-// options it adds.
+// options it adds to floodgateOnRedis(floodPolicy). cmd/ratios divides
+// the figures of the peer named "floodgate" by the others'.
 var FloodRedisPeers = []RedisPeer{
-	{Name: "floodgate", New: floodgateOnRedis(fmt.Sprintf("token-bucket %d/%s", FloodLimit, FloodPeriod))},
+	{Name: "floodgate", New: floodgateOnRedis(floodPolicy)},
 	{Name: "redis_rate", New: redisRate(redis_rate.Limit{Rate: FloodLimit, Burst: FloodLimit, Period: FloodPeriod})},
 }
 
@@ -70,7 +74,8 @@ const EnvoyLocalCacheBytes = 1 << 20
 
 // FloodServicePeers are floodgate serve on Redis and envoyproxy/ratelimit on
 // the same Redis, without and with its local cache. A variant of
-// floodgate's is one more line: a name and the serve options it sets.
+// floodgate's is one more line: a name and the serve options that
+// floodgateFloodService sets.
 var FloodServicePeers = []FloodServicePeer{
 	{Name: "floodgate", Start: floodgateFloodService()},
 	{Name: "envoy-ratelimit", Start: envoyFloodService(0), Done: stopEnvoyRateLimit},
