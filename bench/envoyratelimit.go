@@ -146,8 +146,9 @@ func stopEnvoyRateLimitLocked() {
 // newEnvoyRateLimit starts envoyproxy/ratelimit with its Redis backend on
 // the Redis at network and addr and a local cache of cacheBytes (0: none),
 // its configuration envoyFixedConfig and floodServiceConfig in a temporary
-// RUNTIME_ROOT, listening on loopback ports, and waits until it serves. Its settings are those of its environment variables (as its
-// command reads them) but for the ones set here.
+// RUNTIME_ROOT, listening on loopback ports, and waits until it serves.
+// Its settings are those of its environment variables (as its command
+// reads them) but for the ones set here.
 //
 // Upstream's runner ends the process (logrus Fatal) when it cannot listen
 // or its Redis cannot be reached, and panics on a bad configuration.

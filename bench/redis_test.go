@@ -67,8 +67,8 @@ type meter interface {
 
 // runCallers calls l.Allow b.N times from exactly callers goroutines
 // (callConcurrently) and fails b on any error, in the warm-up or timed.
-func runCallers(b *testing.B, l Limiter, callers int, keys []string, meters ...meter) {
-	r := callConcurrently(b, l, callers, keys, meters...)
+func runCallers(b *testing.B, l Limiter, callers int, keys []string) {
+	r := callConcurrently(b, l, callers, keys)
 	if r.warmErr != nil {
 		b.Fatalf("warming up: %v", r.warmErr)
 	}
