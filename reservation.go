@@ -3,6 +3,7 @@ package floodgate
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/floodgate/floodgate/store"
 )
@@ -11,14 +12,16 @@ import (
 // may still give back: reserve, then either Commit (the units are spent) or
 // Cancel (they are returned as far as later requests allow). It is BDE's
 // reserve / submitReserved / cancelReserved, and x/time/rate's
-// Reservation for requests admitted now.
+// Reservation. Reserve admits now; Schedule may admit for later, after the
+// Reservation's Delay.
 //
 // A Reservation is safe for concurrent use; only the first Commit or
 // Cancel has an effect.
 type Reservation struct {
-	l  *Limiter
-	op store.Op // the op that reserved: Cancel refunds what it spent
-	d  Decision
+	l     *Limiter
+	op    store.Op // the op that reserved: Cancel refunds what it spent
+	d     Decision
+	delay time.Duration
 
 	mu   sync.Mutex
 	done bool
@@ -38,8 +41,53 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 	return &Reservation{l: l, op: *op, d: d}, err
 }
 
+// Schedule is Reserve for a caller that may wait its turn, without
+// waiting: it admits n units of key now if AllowN would, and otherwise, for
+// a token or leaky bucket, if they fit within maxWait, admits them for the
+// earliest time they fit, holding them in the store from now on so that
+// later requests queue behind them (algo.Policy.Schedule). Delay says how
+// long the caller must wait before acting; WaitN is Schedule followed by
+// that wait. A maxWait of 0 or less, or the window and log algorithms,
+// which cannot hold units for later, admit only at once, as Reserve does.
+// The limiter's WithMaxWait, when set, bounds maxWait; WithMaxQueue does
+// not apply, as nothing waits in this process.
+//
+// A request that would wait longer is denied (Decision.RetryAfter is the
+// wait it needed) and holds nothing; the error is AllowN's. In dry-run
+// mode Schedule is Reserve.
+func (l *Limiter) Schedule(ctx context.Context, key string, n int64, maxWait time.Duration) (*Reservation, error) {
+	if l.dryRun {
+		return l.Reserve(ctx, key, n)
+	}
+	if l.maxWait > 0 {
+		maxWait = min(maxWait, l.maxWait)
+	}
+	op, err := l.schedule(ctx, key, l.now(), n, maxWait)
+	if err == nil {
+		err = op.Result.Err
+	}
+	d, err := l.decision(op.Result.Decision, err)
+	r := &Reservation{l: l, op: op, d: d}
+	if d.Allowed {
+		r.delay = max(time.Duration(op.Result.At-op.Now), 0)
+	}
+	return r, err
+}
+
+// schedule applies an OpSchedule of n units of key at now, admitting them
+// after a wait of at most maxWait.
+func (l *Limiter) schedule(ctx context.Context, key string, now, n int64, maxWait time.Duration) (store.Op, error) {
+	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: now, N: n, MaxWait: max(maxWait, 0)}}
+	err := l.apply(ctx, ops)
+	return ops[0], err
+}
+
 // Decision returns the decision on the reservation.
 func (r *Reservation) Decision() Decision { return r.d }
+
+// Delay is how long after the reservation was made its units may be used:
+// 0 for one admitted at once, or denied.
+func (r *Reservation) Delay() time.Duration { return r.delay }
 
 // OK reports whether the reservation was admitted.
 func (r *Reservation) OK() bool { return r.d.Allowed }

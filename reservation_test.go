@@ -1,6 +1,7 @@
 package floodgate_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -90,5 +91,86 @@ func TestReservationWindows(t *testing.T) {
 		if d := mustAllow(t, l, "k", 3); !d.Allowed || d.Remaining != 0 {
 			t.Fatalf("%v: after Cancel: %+v", p, d)
 		}
+	}
+}
+
+// Schedule on a bucket of 1 a second holds each request's unit for the
+// next free second: five requests at one instant with a maximum wait of
+// 3s are admitted after 0, 1, 2 and 3s exactly, and the fifth, which
+// would wait 4s, is denied and holds nothing.
+func TestSchedule(t *testing.T) {
+	for _, p := range []string{"token-bucket 1/1s", "leaky-bucket 1/1s"} {
+		fc := newFake()
+		l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy(p), floodgate.WithClock(fc)))
+		var rs []*floodgate.Reservation
+		for i := range 4 {
+			r, err := l.Schedule(ctx, "k", 1, 3*time.Second)
+			if err != nil || !r.OK() || r.Delay() != time.Duration(i)*time.Second || r.Decision().RetryAfter != 0 {
+				t.Fatalf("%s: request %d: %+v delay %v, %v; want admitted after %ds", p, i+1, r.Decision(), r.Delay(), err, i)
+			}
+			rs = append(rs, r)
+		}
+		r, err := l.Schedule(ctx, "k", 1, 3*time.Second)
+		if err != nil || r.OK() || r.Delay() != 0 || r.Decision().RetryAfter != 4*time.Second {
+			t.Fatalf("%s: fifth: %+v delay %v, %v; want denied, retry after 4s", p, r.Decision(), r.Delay(), err)
+		}
+		// Cancelling the last gives its second back: the next is admitted
+		// after 3s again.
+		if err := rs[3].Cancel(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := l.Schedule(ctx, "k", 1, 3*time.Second); !r.OK() || r.Delay() != 3*time.Second {
+			t.Fatalf("%s: after a Cancel: %+v delay %v", p, r.Decision(), r.Delay())
+		}
+		// Time passing drains the queue: 1.5s later the next waits 2.5s.
+		fc.Advance(1500 * time.Millisecond)
+		if r, _ := l.Schedule(ctx, "k", 1, 3*time.Second); !r.OK() || r.Delay() != 2500*time.Millisecond {
+			t.Fatalf("%s: 1.5s later: %+v delay %v", p, r.Decision(), r.Delay())
+		}
+		// No maximum wait: admitted only at once.
+		if r, _ := l.Schedule(ctx, "other", 1, 0); !r.OK() || r.Delay() != 0 {
+			t.Fatalf("%s: maxWait 0 on a full bucket: %+v", p, r.Decision())
+		}
+		if r, _ := l.Schedule(ctx, "other", 1, -time.Second); r.OK() || r.Decision().RetryAfter != time.Second {
+			t.Fatalf("%s: negative maxWait: %+v", p, r.Decision())
+		}
+		if r, err := l.Schedule(ctx, "k", 2, time.Hour); r.OK() || !errors.Is(err, algo.ErrCostExceedsBurst) {
+			t.Fatalf("%s: over the burst: %+v, %v", p, r.Decision(), err)
+		}
+	}
+}
+
+// The window and log algorithms cannot hold units for later: Schedule
+// admits at once or denies, with RetryAfter the wait after which it would
+// admit at once, as Limiter.WaitN documents.
+func TestScheduleWindows(t *testing.T) {
+	for _, p := range []string{"fixed-window 2/10s", "sliding-log 2/10s"} {
+		fc := newFake()
+		l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy(p), floodgate.WithClock(fc)))
+		for range 2 {
+			if r, _ := l.Schedule(ctx, "k", 1, time.Minute); !r.OK() || r.Delay() != 0 {
+				t.Fatalf("%s: %+v delay %v", p, r.Decision(), r.Delay())
+			}
+		}
+		if r, _ := l.Schedule(ctx, "k", 1, time.Minute); r.OK() || r.Decision().RetryAfter != 10*time.Second {
+			t.Fatalf("%s: third: %+v; want denied, retry after 10s", p, r.Decision())
+		}
+	}
+}
+
+// The limiter's WithMaxWait bounds Schedule's, and dry-run mode admits at
+// once, holding nothing.
+func TestScheduleOptions(t *testing.T) {
+	p := algo.MustParsePolicy("token-bucket 1/1s")
+	l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithClock(newFake()), floodgate.WithMaxWait(time.Second)))
+	l.Schedule(ctx, "k", 1, time.Minute)
+	l.Schedule(ctx, "k", 1, time.Minute)
+	if r, _ := l.Schedule(ctx, "k", 1, time.Minute); r.OK() {
+		t.Fatalf("WithMaxWait(1s): a wait of 2s admitted: delay %v", r.Delay())
+	}
+	dry := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithClock(newFake()), floodgate.WithDryRun(true)))
+	dry.Schedule(ctx, "k", 1, time.Minute)
+	if r, _ := dry.Schedule(ctx, "k", 1, time.Minute); !r.OK() || !r.Decision().DryRun || r.Delay() != 0 {
+		t.Fatalf("dry run: %+v delay %v", r.Decision(), r.Delay())
 	}
 }
