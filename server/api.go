@@ -85,12 +85,13 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // checkItem is one check of a request: a policy (by name or inline), a key
-// and a cost.
+// and a cost; and, for a check alone, the longest delay it may take.
 type checkItem struct {
 	Policy     string          `json:"policy"`
 	PolicyText string          `json:"policy_text"`
 	Key        *string         `json:"key"`
 	Cost       json.RawMessage `json:"cost"`
+	MaxWait    json.RawMessage `json:"max_wait"`
 }
 
 // checkRequest is the body of POST /v1/check: one check, or checks.
@@ -135,6 +136,10 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, l *live) {
 			writeError(w, http.StatusBadRequest, string(msg))
 			return
 		}
+		if req.MaxWait != nil {
+			s.checkScheduled(w, r.Context(), c, req.MaxWait, l)
+			return
+		}
 		s.checkOne(w, r.Context(), c)
 		return
 	}
@@ -157,6 +162,9 @@ func (s *Server) resolveBatch(req *checkRequest, l *live) (cs []resolved, all bo
 	if req.Policy != "" || req.PolicyText != "" || req.Key != nil || req.Cost != nil {
 		return nil, false, "give either one check (policy, key, cost) or checks, not both"
 	}
+	if req.MaxWait != nil {
+		return nil, false, "max_wait goes with one check, not with checks: a batch is decided at once"
+	}
 	switch req.Mode {
 	case "", "all":
 		all = true
@@ -173,6 +181,9 @@ func (s *Server) resolveBatch(req *checkRequest, l *live) (cs []resolved, all bo
 	cs = make([]resolved, len(req.Checks))
 	for i := range req.Checks {
 		c, msg := s.resolve(&req.Checks[i], l, true)
+		if msg == "" && req.Checks[i].MaxWait != nil {
+			msg = "max_wait goes with one check, not with checks: a batch is decided at once"
+		}
 		if msg != "" {
 			return nil, false, badRequest(fmt.Sprintf("checks[%d]: %s", i, msg))
 		}

@@ -40,6 +40,7 @@ const (
 	DefaultMaxChecks         = 1000
 	DefaultMaxKeyBytes       = 1024
 	DefaultMaxInlinePolicies = 100
+	DefaultMaxWait           = time.Minute
 )
 
 // The defaults of the snapshot and the store's failure handling.
@@ -60,6 +61,7 @@ const (
 //	  max_key_bytes: 1024           # a key's length, in bytes
 //	  inline_policies: true         # may requests give policy_text?
 //	  max_inline_policies: 100      # distinct policy_text values served
+//	  max_wait: 1m                  # the longest delay a check's max_wait gets
 //	auth:
 //	  token_file: /etc/floodgate/token   # one bearer token a line
 //	tls:
@@ -105,6 +107,10 @@ type LimitsConfig struct {
 	MaxKeyBytes       int   `yaml:"max_key_bytes"`
 	InlinePolicies    *bool `yaml:"inline_policies"`
 	MaxInlinePolicies int   `yaml:"max_inline_policies"`
+	// MaxWait bounds the max_wait of a check (see Server.Handler): the
+	// longest delay the service gives, and so the depth of each key's
+	// queue (MaxWait × the policy's rate). 0 means DefaultMaxWait.
+	MaxWait time.Duration `yaml:"max_wait"`
 }
 
 // AuthConfig turns on bearer-token authentication of both APIs: a request
@@ -284,6 +290,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: limits.max_key_bytes %d is negative", ErrInvalidConfig, l.MaxKeyBytes)
 	case l.MaxInlinePolicies < 0:
 		return fmt.Errorf("%w: limits.max_inline_policies %d is negative", ErrInvalidConfig, l.MaxInlinePolicies)
+	case l.MaxWait < 0:
+		return fmt.Errorf("%w: limits.max_wait %v is negative", ErrInvalidConfig, l.MaxWait)
 	case c.Store.Timeout < 0:
 		return fmt.Errorf("%w: store.timeout %v is negative", ErrInvalidConfig, c.Store.Timeout)
 	case c.Store.Threshold < 0:
@@ -369,6 +377,7 @@ type limits struct {
 	maxKey    int
 	inline    bool
 	maxInline int
+	maxWait   time.Duration
 }
 
 func (c *Config) limits() limits {
@@ -378,6 +387,7 @@ func (c *Config) limits() limits {
 		maxKey:    cmp.Or(c.Limits.MaxKeyBytes, DefaultMaxKeyBytes),
 		inline:    c.Limits.InlinePolicies == nil || *c.Limits.InlinePolicies,
 		maxInline: cmp.Or(c.Limits.MaxInlinePolicies, DefaultMaxInlinePolicies),
+		maxWait:   cmp.Or(c.Limits.MaxWait, DefaultMaxWait),
 	}
 }
 

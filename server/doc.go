@@ -13,7 +13,11 @@
 // back to its initial state (reset_after), in seconds. A batch of checks
 // is decided all or nothing (floodgate.AllowAll: a refusal spends nothing
 // anywhere, and says which check refused) or each alone. A cost of 0 is a
-// peek. Each key's state is kept per policy name and policy: keys of one
+// peek. A check alone may give a max_wait: it then takes a place in the
+// key's queue instead of a refusal (floodgate.Limiter.Schedule), and the
+// answer's delay says how long the caller is to wait before acting; the
+// service answers at once and holds nothing open, and limits.max_wait
+// bounds every queue. Each key's state is kept per policy name and policy: keys of one
 // name under a changed policy start afresh.
 //
 // A denial is an answer, 200 with "allowed": false; errors are for broken

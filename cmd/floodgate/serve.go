@@ -62,6 +62,16 @@ HTTP API (JSON bodies; times in seconds, with up to 9 decimals):
       -> {"allowed":true,"remaining":19,"retry_after":0,"reset_after":0.6}
       retry_after: the wait after which a refused check would pass (0 when
       allowed); reset_after: until the key is back to its initial state.
+  POST /v1/check  {"policy":"default","key":"alice","max_wait":5}
+      max_wait (seconds) queues instead of refusing: the answer adds
+      "delay", the seconds to wait before acting (0: at once), the units
+      being held from now; the caller sleeps, the server answers at once.
+      Refused when the wait would pass max_wait or limits.max_wait (1m by
+      default), which bounds each key's queue to limits.max_wait times the
+      policy's rate. Token and leaky buckets queue; under a window or log
+      policy delay is 0, and a refusal's retry_after within max_wait says
+      when to ask again, nothing being held. One check only, not a batch.
+      -> {"allowed":true,"remaining":0,"retry_after":0,"reset_after":3,"delay":2}
   POST /v1/check  {"checks":[{"policy":"per-user","key":"u42"},
                              {"policy":"global","key":"all"}],"mode":"all"}
       mode all (the default): all or nothing, a refusal spends nothing
@@ -83,7 +93,8 @@ HTTP API (JSON bodies; times in seconds, with up to 9 decimals):
   A refusal is a 200 with "allowed":false. Errors are {"error":"..."}:
   400 for a malformed body (JSON in UTF-8, each field once, in lower
   case), an unknown field or policy, a bad cost (not a whole number,
-  negative, above the policy's burst), a missing or too long key, too
+  negative, above the policy's burst), a bad max_wait (not a number of
+  seconds, negative, too large), a missing or too long key, too
   many checks or too big a body; 401 without a valid bearer token
   when the configuration has tokens (Authorization: Bearer TOKEN); 503 with
   Retry-After when the store fails (fail-closed by default).
@@ -172,7 +183,8 @@ Configuration file (every part optional; relative paths are relative to it):
     default: token-bucket 100/1m burst=20
     login: sliding-log 5/1m
   limits: {max_body_bytes: 1048576, max_checks: 1000, max_key_bytes: 1024,
-           inline_policies: true, max_inline_policies: 100}
+           inline_policies: true, max_inline_policies: 100,
+           max_wait: 1m}              # the longest delay of a max_wait
   auth: {token_file: token}          # one token a line: rotate by adding
   tls: {cert_file: server.crt, key_file: server.key,
         client_ca_file: clients.crt} # client_ca_file: mutual TLS
