@@ -8,6 +8,11 @@
 //		// refused: retry after d.RetryAfter
 //	}
 //
+// A check with a MaxWait takes a place in the key's queue instead of a
+// refusal: the server holds its units for the earliest time they fit and
+// the Decision's Delay says how long to wait before acting; Wait does the
+// waiting.
+//
 // A refusal is a Decision with Allowed false, not an error. Errors are the
 // server's (*Error: a bad request, a missing or wrong token, a failing
 // store; test them with errors.Is against ErrBadRequest, ErrUnauthorized
@@ -29,6 +34,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/clock"
 
 	"github.com/floodgate/floodgate/internal/seconds"
 )
@@ -79,6 +85,7 @@ type Client struct {
 	base  string // the server's URL, without a trailing slash
 	hc    *http.Client
 	token string
+	clock clock.Clock // what Wait sleeps on
 }
 
 // An Option configures New.
@@ -91,6 +98,10 @@ func (f optionFunc) apply(c *Client) { f(c) }
 // WithHTTPClient sends requests with hc (for TLS settings, client
 // certificates, timeouts) instead of http.DefaultClient.
 func WithHTTPClient(hc *http.Client) Option { return optionFunc(func(c *Client) { c.hc = hc }) }
+
+// WithClock makes Wait sleep on c instead of the system clock: tests pass
+// a clock.Fake.
+func WithClock(c clock.Clock) Option { return optionFunc(func(cl *Client) { cl.clock = c }) }
 
 // WithToken sends "Authorization: Bearer token" with every request.
 func WithToken(token string) Option { return optionFunc(func(c *Client) { c.token = token }) }
@@ -105,7 +116,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: server URL %q: want http://HOST:PORT or https://HOST:PORT", baseURL)
 	}
-	c := &Client{base: strings.TrimSuffix(baseURL, "/"), hc: http.DefaultClient}
+	c := &Client{base: strings.TrimSuffix(baseURL, "/"), hc: http.DefaultClient, clock: clock.Real{}}
 	for _, o := range opts {
 		o.apply(c)
 	}
@@ -121,6 +132,11 @@ type Check struct {
 	// Cost is the units to spend: 0 means 1. Peek spends none.
 	Cost int64
 	Peek bool
+	// MaxWait, when not 0, is the longest the check may wait its turn
+	// (the API's max_wait): admitted after a Delay of at most MaxWait, or
+	// refused. The server bounds it by its limits.max_wait. Only for
+	// Decide and Wait, not in a batch.
+	MaxWait time.Duration
 }
 
 // Decision is the server's answer to one check.
@@ -132,6 +148,9 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is the time until the key is back to its initial state.
 	ResetAfter time.Duration
+	// Delay is, for a check admitted with a MaxWait, how long to wait
+	// before acting: its units are held from the answer on. 0 otherwise.
+	Delay time.Duration
 }
 
 // Batch is the server's answer to several checks.
@@ -279,6 +298,10 @@ func appendCheck(b []byte, ch Check) []byte {
 		b = append(b, `,"cost":`...)
 		b = strconv.AppendInt(b, ch.Cost, 10)
 	}
+	if ch.MaxWait != 0 {
+		b = append(b, `,"max_wait":`...)
+		b = seconds.Append(b, int64(ch.MaxWait))
+	}
 	return append(b, '}')
 }
 
@@ -293,6 +316,7 @@ type decisionJSON struct {
 	Remaining  int64       `json:"remaining"`
 	RetryAfter json.Number `json:"retry_after"`
 	ResetAfter json.Number `json:"reset_after"`
+	Delay      json.Number `json:"delay"`
 }
 
 func (d decisionJSON) decision() (Decision, error) {
@@ -304,7 +328,11 @@ func (d decisionJSON) decision() (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return Decision{Allowed: d.Allowed, Remaining: d.Remaining, RetryAfter: retry, ResetAfter: reset}, nil
+	delay, err := duration(d.Delay)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Decision{Allowed: d.Allowed, Remaining: d.Remaining, RetryAfter: retry, ResetAfter: reset, Delay: delay}, nil
 }
 
 // duration reads the server's seconds exactly, to the nanosecond; -1 is
