@@ -16,7 +16,7 @@ import (
 // is held, and Wait asks again after each refusal's RetryAfter while that
 // fits in what is left of MaxWait (others may go first).
 //
-// When ctx is done while Wait sleeps, it returns ctx's error; units the
+// With MaxWait 0, Wait is Decide. When ctx is done while Wait sleeps, it returns ctx's error; units the
 // server holds for the caller stay spent. Wait sleeps on the client's
 // clock (WithClock).
 func (c *Client) Wait(ctx context.Context, ch Check) (Decision, error) {

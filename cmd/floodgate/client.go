@@ -36,6 +36,20 @@ standard output (whole seconds, rounded up); 2 for a bad flag, a request
 the server refuses (an unknown policy, a bad token) or a server that does
 not answer or fails (a message on standard error).
 
+With --max-wait D, check takes a place in KEY's queue instead of being
+refused: when the server admits the event after a delay of at most D (the
+units being held for it from then on), check sleeps the delay and exits
+0, so that "&&" paces a loop to the policy's rate:
+
+  tail -f jobs | while read -r job; do
+      floodgate client check --max-wait 30s --policy api "$job" && run "$job"
+  done
+
+It exits 1 at once when the wait would pass D, or the server's
+limits.max_wait (the key's queue is full). Token and leaky buckets queue;
+under a window or log policy nothing is held, and check sleeps until the
+next event would pass and asks again, while that fits in D.
+
 reset forgets KEY's state under the policy (exit 0). policies prints the
 server's policies, one a line: NAME, a tab, POLICY.
 
@@ -47,12 +61,16 @@ Flags:
   --policy NAME       a policy of the server (see floodgate client policies)
   --policy-text P     an inline policy: ALGORITHM LIMIT/PERIOD [burst=B]
   --cost N            the event's cost (default 1; 0 only looks)
-  --json              check: print the decision as the server's JSON;
+  --max-wait D        check: wait up to D (such as 500ms, 30s) for a turn,
+                      then sleep it; default 0, no waiting
+  --json              check: print the decision as the server's JSON
+                      (with --max-wait, after the wait, with "delay": the
+                      seconds waited in the queue);
                       policies: print the policies as JSON
   --ca-file FILE      trust the server certificate's CA in FILE (https)
   --cert-file FILE    with --key-file, present this client certificate
   --key-file FILE     (mutual TLS)
-  --timeout D         give up after D (default 10s)
+  --timeout D         give up after D (default 10s), plus --max-wait
 `
 
 // clientOptions is what client's subcommand, flags and arguments ask for.
@@ -63,6 +81,7 @@ type clientOptions struct {
 	policy     string        // --policy
 	policyText string        // --policy-text
 	cost       int64         // --cost
+	maxWait    time.Duration // --max-wait
 	asJSON     bool          // --json
 	caFile     string        // --ca-file
 	certFile   string        // --cert-file
@@ -81,7 +100,7 @@ func runClient(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return badUsage("client", clientUsage, err, stdout, stderr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout+o.maxWait)
 	defer cancel()
 	code := exitOK
 	switch o.sub {
@@ -120,6 +139,7 @@ func parseClientArgs(args []string) (*clientOptions, error) {
 	fs.StringVar(&o.policy, "policy", "", "")
 	fs.StringVar(&o.policyText, "policy-text", "", "")
 	fs.Int64Var(&o.cost, "cost", 1, "")
+	fs.DurationVar(&o.maxWait, "max-wait", 0, "")
 	fs.BoolVar(&o.asJSON, "json", false, "")
 	fs.StringVar(&o.caFile, "ca-file", "", "")
 	fs.StringVar(&o.certFile, "cert-file", "", "")
@@ -149,6 +169,10 @@ func (o *clientOptions) validate(rest []string) error {
 			return errors.New("give --policy NAME or --policy-text POLICY")
 		case o.cost < 0:
 			return fmt.Errorf("--cost %d: a cost cannot be negative", o.cost)
+		case o.maxWait < 0:
+			return fmt.Errorf("--max-wait %v: a wait cannot be negative", o.maxWait)
+		case o.maxWait > 0 && o.sub != "check":
+			return errors.New("--max-wait goes with check")
 		}
 		o.key = rest[0]
 	}
@@ -188,13 +212,18 @@ func (o *clientOptions) printPolicies(ctx context.Context, c *client.Client, std
 // ask, and returns the exit code: exitOK when admitted, exitFailure when
 // limited.
 func (o *clientOptions) check(ctx context.Context, c *client.Client, stdout io.Writer) (int, error) {
-	ch := client.Check{Policy: o.policy, PolicyText: o.policyText, Key: o.key, Cost: o.cost, Peek: o.cost == 0}
-	d, err := c.Decide(ctx, ch)
+	ch := client.Check{Policy: o.policy, PolicyText: o.policyText, Key: o.key, Cost: o.cost, Peek: o.cost == 0, MaxWait: o.maxWait}
+	d, err := c.Wait(ctx, ch) // without MaxWait, Decide
 	if err != nil {
 		return 0, err
 	}
 	if o.asJSON {
-		fmt.Fprintf(stdout, "%s\n", appendClientDecision(nil, d))
+		b := appendClientDecision(nil, d)
+		if o.maxWait > 0 {
+			b = append(b[:len(b)-1], `,"delay":`...) // inside the object
+			b = append(appendWait(b, d.Delay), '}')
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
 	} else if !d.Allowed {
 		fmt.Fprintln(stdout, seconds.Ceil(d.RetryAfter))
 	}
@@ -223,7 +252,7 @@ func appendClientDecision(b []byte, d client.Decision) []byte {
 // (clientToken) and TLS settings (clientTLS).
 func (o *clientOptions) newClient() (*client.Client, error) {
 	server := cmp.Or(o.server, os.Getenv("FLOODGATE_SERVER"), "http://127.0.0.1:8080")
-	var opts []client.Option
+	opts := []client.Option{client.WithClock(wallClock)}
 	token, err := clientToken(o.tokenFile)
 	if err != nil {
 		return nil, err

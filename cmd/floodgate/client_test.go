@@ -19,6 +19,12 @@ import (
 // token in the returned file.
 func clientServer(t *testing.T) (url, tokenFile string) {
 	t.Helper()
+	return clientServerOn(t, clock.NewFake(time.Unix(t0, 0)))
+}
+
+// clientServerOn is clientServer on the clock clk.
+func clientServerOn(t *testing.T, clk clock.Clock) (url, tokenFile string) {
+	t.Helper()
 	dir := t.TempDir()
 	tokenFile = filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("# the token\nsesame\n"), 0o600); err != nil {
@@ -28,7 +34,7 @@ func clientServer(t *testing.T) (url, tokenFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(memstore.New(0), cfg, server.WithClock(clock.NewFake(time.Unix(t0, 0))))
+	s, err := server.New(memstore.New(0), cfg, server.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,5 +99,51 @@ func TestClientCommand(t *testing.T) {
 	}
 	if r := runClientCmd(t, "-h"); r.code != 0 || r.stdout != clientUsage {
 		t.Errorf("client -h: %d %q", r.code, r.stderr)
+	}
+}
+
+// --max-wait takes a place in the queue and sleeps the delay on the
+// clock, then exits 0; past the maximum it exits 1 at once. The server
+// and the command share the fake clock.
+func TestClientMaxWait(t *testing.T) {
+	fake := clock.NewFake(time.Unix(t0, 0))
+	defer func(c clock.Clock) { wallClock = c }(wallClock)
+	wallClock = fake
+	url, token := clientServerOn(t, fake)
+	check := func(args ...string) checkRun {
+		args = append([]string{"check", "--server", url, "--token-file", token, "--policy-text", "token-bucket 1/1s"}, args...)
+		return runClientCmd(t, append(args, "k")...)
+	}
+	background := func(args ...string) chan checkRun {
+		done := make(chan checkRun, 1)
+		go func() { done <- check(args...) }()
+		return done
+	}
+	wantRun(t, "first", check("--max-wait", "3s"), 0, "")
+	second := background("--max-wait", "3s")
+	fake.WaitTimers(1) // it sleeps its 1s
+	wantRun(t, "past --max-wait", check("--max-wait", "1s", "--json"), 1,
+		`{"allowed":false,"remaining":0,"retry_after":2,"reset_after":2,"delay":0}`+"\n")
+	wantRun(t, "without --max-wait", check(), 1, "2\n")
+	fake.Advance(time.Second)
+	wantRun(t, "second, after its delay", <-second, 0, "")
+	third := background("--max-wait", "3s", "--json")
+	fake.WaitTimers(1)
+	fake.Advance(time.Second)
+	wantRun(t, "third", <-third, 0, `{"allowed":true,"remaining":0,"retry_after":0,"reset_after":2,"delay":1}`+"\n")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-wait", "-1s"}, "--max-wait -1s: a wait cannot be negative"},
+		{[]string{"--max-wait", "soon"}, `invalid value "soon" for flag -max-wait`},
+	} {
+		if r := check(c.args...); r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	if r := runClientCmd(t, "reset", "--server", url, "--max-wait", "1s", "--policy", "api", "k"); r.code != exitUsage || !strings.Contains(r.stderr, "--max-wait goes with check") {
+		t.Errorf("reset --max-wait: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
