@@ -309,7 +309,8 @@ func checkFailed(err error, stdout, stderr io.Writer) int {
 
 // decideChecks decides checks all or nothing; with wait, a refusal that a
 // wait within maxWait (0: any) would cure is slept off on clk and the checks
-// decided again, until they are admitted.
+// decided again, until they are admitted or ctx is done (its error). It
+// holds nothing while it sleeps: others may go first.
 func decideChecks(ctx context.Context, clk clock.Clock, checks []floodgate.Check, wait bool, maxWait time.Duration) (floodgate.MultiDecision, error) {
 	var waited time.Duration
 	for {
@@ -321,7 +322,12 @@ func decideChecks(ctx context.Context, clk clock.Clock, checks []floodgate.Check
 			return md, nil
 		}
 		t := clk.NewTimer(md.RetryAfter)
-		<-t.C()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return md, ctx.Err()
+		}
 		waited += md.RetryAfter
 	}
 }

@@ -255,6 +255,30 @@ func TestCheckWait(t *testing.T) {
 	}
 }
 
+// check --wait keeps its meaning beside the service's queue: it sleeps
+// and decides again, holding nothing while it sleeps (a peek meanwhile
+// sees the key as it was, not a unit held for the waiter).
+func TestCheckWaitHoldsNothing(t *testing.T) {
+	fake := clock.NewFake(time.Unix(t0, 0))
+	defer func(c clock.Clock) { wallClock = c }(wallClock)
+	wallClock = fake
+	store := "--store=file:" + filepath.Join(t.TempDir(), "state.db")
+	check := func(extra ...string) checkRun {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"check", store, "--policy", "token-bucket 1/10s"}, append(extra, "k")...),
+			strings.NewReader(""), &stdout, &stderr)
+		return checkRun{code, stdout.String(), stderr.String()}
+	}
+	wantRun(t, "first", check(), 0, "")
+	done := make(chan checkRun, 1)
+	go func() { done <- check("--wait") }()
+	fake.WaitTimers(1)
+	peek := `{"allowed":true,"retry_after":0,"limits":[{"key":"k","policy":"token-bucket 1/10s","allowed":true,"remaining":0,"retry_after":0,"reset_after":10}]}` + "\n"
+	wantRun(t, "a peek while it sleeps", check("--cost", "0", "--json"), 0, peek)
+	fake.Advance(10 * time.Second)
+	wantRun(t, "the waiter", <-done, 0, "")
+}
+
 func TestCheckUsageErrors(t *testing.T) {
 	for _, tt := range []struct {
 		args []string

@@ -41,6 +41,17 @@ lines together; given both, or several of either, a line passes only if
 every limit admits it, and a refused line spends nothing. A line without
 the field or a match has the empty key.
 
+With --max-delay D, filter paces instead of refusing at once, for log
+shipping and alert streams: a line over the limits is held until they
+admit it, if that is within D of when filter took it, and written then;
+one that would wait longer is refused (and counted) at once. Lines keep
+their order: those behind a held line wait in the input, so a writer
+faster than the rate is slowed to it rather than losing lines, until a
+line would wait past D. Nothing is held for a waiting line: a limit
+shared through --store may admit others first.
+
+  app 2>&1 | floodgate filter --global 'token-bucket 100/1s burst=20' --max-delay 5s
+
 An admitted line is written at once (before filter waits for more input).
 At the end of the input, or on an interrupt (Ctrl-C), filter prints a
 summary on standard error: lines read, passed and refused, and the keys
@@ -58,6 +69,9 @@ Flags:
                     whole match (Go syntax, https://golang.org/s/re2syntax)
   --refused FILE    append the refused lines' reports to FILE instead of
                     writing them on standard error (/dev/null drops them)
+  --max-delay D     pace: hold a line over the limits up to D (such as
+                    500ms or 10s) until they admit it, refusing it only
+                    past D; the summary counts the lines delayed
   --top N           the summary lists the N keys refused most (default 10)
   --store URL       where the limits' state is kept: memory (the default),
                     file:PATH, redis://HOST:PORT[/DB], unix:///PATH,
@@ -99,8 +113,10 @@ type lineFilter struct {
 	perKey, global []*floodgate.Limiter
 	key            func(line string) string
 	checks         []floodgate.Check
+	maxDelay       time.Duration // --max-delay: 0, refuse at once
 
 	read, passed, refused int64
+	delayed               int64            // passed after a wait (--max-delay)
 	refusedBy             map[string]int64 // by a per-key limit
 	refusedOther          int64            // by a per-key limit, past maxTrackedKeys keys
 	refusedGlobal         int64            // by a global limit
@@ -109,13 +125,14 @@ type lineFilter struct {
 // filterOptions is what filter's flags ask for: the flags as given, and
 // the key function validate derives from them.
 type filterOptions struct {
-	perKey      policyFlags // --policy
-	global      policyFlags // --global
-	keyField    int         // --key-field; 0 for none
-	keyRegex    string      // --key-regex
-	refusedPath string      // --refused
-	top         int         // --top
-	storeURL    string      // --store
+	perKey      policyFlags   // --policy
+	global      policyFlags   // --global
+	keyField    int           // --key-field; 0 for none
+	keyRegex    string        // --key-regex
+	refusedPath string        // --refused
+	top         int           // --top
+	storeURL    string        // --store
+	maxDelay    time.Duration // --max-delay
 
 	key func(line string) string // a line's key
 }
@@ -171,6 +188,7 @@ func parseFilterArgs(args []string) (*filterOptions, error) {
 	fs.StringVar(&o.keyRegex, "key-regex", "", "")
 	fs.StringVar(&o.refusedPath, "refused", "", "")
 	fs.IntVar(&o.top, "top", 10, "")
+	fs.DurationVar(&o.maxDelay, "max-delay", 0, "")
 	fs.StringVar(&o.storeURL, "store", "memory", "")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -198,6 +216,8 @@ func (o *filterOptions) validate() error {
 		return fmt.Errorf("--key-field %d: fields count from 1", o.keyField)
 	case o.top < 0:
 		return fmt.Errorf("--top %d: cannot be negative", o.top)
+	case o.maxDelay < 0:
+		return fmt.Errorf("--max-delay %v: a delay cannot be negative", o.maxDelay)
 	case len(o.perKey) == 0 && (o.keyField != 0 || o.keyRegex != ""):
 		return errors.New("--key-field and --key-regex choose the key of --policy, and there is none")
 	}
@@ -243,7 +263,7 @@ func (o *filterOptions) refusedOutput(refused, stderr io.Writer) (io.Writer, fun
 // newLineFilter returns the filter of the flags' limits, each keeping its
 // state in st.
 func (o *filterOptions) newLineFilter(st store.Store) (*lineFilter, error) {
-	lf := &lineFilter{key: o.key, refusedBy: make(map[string]int64)}
+	lf := &lineFilter{key: o.key, refusedBy: make(map[string]int64), maxDelay: o.maxDelay}
 	var err error
 	if lf.perKey, err = newLimiters("--policy", o.perKey, st); err != nil {
 		return nil, err
@@ -331,7 +351,7 @@ func (lf *lineFilter) run(ctx context.Context, in io.Reader, out, refused io.Wri
 			w.Flush()
 			return fmt.Errorf("reading: %w", l.err)
 		}
-		pass, report, err := lf.decide(ctx, l.text)
+		pass, report, err := lf.decide(ctx, l.text, w.Flush)
 		if err != nil {
 			w.Flush()
 			return err
@@ -388,8 +408,9 @@ func readLines(in io.Reader, lines chan<- readLine, done <-chan struct{}) {
 }
 
 // decide decides one line: whether it passes, and if not the report of
-// its refusal.
-func (lf *lineFilter) decide(ctx context.Context, line string) (bool, string, error) {
+// its refusal. With --max-delay, a line that waiting would admit is held
+// (pace), after flush has written out the lines before it.
+func (lf *lineFilter) decide(ctx context.Context, line string, flush func() error) (bool, string, error) {
 	lf.read++
 	key := lf.key(line)
 	lf.checks = lf.checks[:0]
@@ -400,6 +421,9 @@ func (lf *lineFilter) decide(ctx context.Context, line string) (bool, string, er
 		lf.checks = append(lf.checks, floodgate.Check{Limiter: l, Key: "*", N: 1})
 	}
 	md, err := floodgate.AllowAll(ctx, lf.checks...)
+	if err == nil && !md.Allowed && lf.maxDelay > 0 && md.RetryAfter <= lf.maxDelay {
+		md, err = lf.pace(ctx, flush)
+	}
 	if err != nil {
 		return false, "", err
 	}
@@ -424,6 +448,20 @@ func (lf *lineFilter) decide(ctx context.Context, line string) (bool, string, er
 		roundWait(md.RetryAfter), which, c.Limiter.Policy(), line), nil
 }
 
+// pace holds the line of lf.checks until they admit it, within
+// lf.maxDelay, or it would wait longer (check --wait's loop), and counts
+// it delayed when admitted.
+func (lf *lineFilter) pace(ctx context.Context, flush func() error) (floodgate.MultiDecision, error) {
+	if err := flush(); err != nil {
+		return floodgate.MultiDecision{}, fmt.Errorf("writing: %w", err)
+	}
+	md, err := decideChecks(ctx, wallClock, lf.checks, true, lf.maxDelay)
+	if err == nil && md.Allowed {
+		lf.delayed++
+	}
+	return md, err
+}
+
 // roundWait prints a wait rounded up to a readable unit.
 func roundWait(d time.Duration) string {
 	switch {
@@ -439,7 +477,11 @@ func roundWait(d time.Duration) string {
 
 // summary writes the counts and the top keys refused most.
 func (lf *lineFilter) summary(w io.Writer, top int) {
-	fmt.Fprintf(w, "floodgate filter: %d lines read, %d passed, %d refused\n", lf.read, lf.passed, lf.refused)
+	delayed := ""
+	if lf.maxDelay > 0 {
+		delayed = fmt.Sprintf(" (%d delayed)", lf.delayed)
+	}
+	fmt.Fprintf(w, "floodgate filter: %d lines read, %d passed%s, %d refused\n", lf.read, lf.passed, delayed, lf.refused)
 	if lf.refusedGlobal > 0 {
 		fmt.Fprintf(w, "  %8d  refused by the global limit\n", lf.refusedGlobal)
 	}

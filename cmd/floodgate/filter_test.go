@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/seconds"
+	"github.com/floodgate/floodgate/memstore"
 )
 
 // chanWriter sends each write to a channel, for a test to follow a
@@ -173,6 +176,8 @@ func TestFilterUsageErrors(t *testing.T) {
 		{[]string{"--policy", "sliding-log 1/1s", "--key-regex", "("}, "--key-regex: error parsing regexp"},
 		{[]string{"--global", "sliding-log 1/1s", "--key-field", "2"}, "there is none"},
 		{[]string{"--policy", "sliding-log 1/1s", "--top", "-1"}, "--top -1"},
+		{[]string{"--policy", "sliding-log 1/1s", "--max-delay", "-1s"}, "--max-delay -1s: a delay cannot be negative"},
+		{[]string{"--policy", "sliding-log 1/1s", "--max-delay", "5"}, `invalid value "5" for flag -max-delay`},
 		{[]string{"--policy", "sliding-log 1/1s", "--store", "mongodb://x"}, "--store:"},
 		{[]string{"--policy", "sliding-log 1/1s", "--refused", "/nonexistent/dir/f"}, "--refused:"},
 	} {
@@ -228,4 +233,126 @@ func mustRegexp(t *testing.T, expr string) *regexp.Regexp {
 		t.Fatal(err)
 	}
 	return re
+}
+
+// --max-delay paces on the clock: a line over the global rate is held
+// exactly until the limits admit it, written in order, the lines before it
+// written out first; a line that would wait past the maximum is refused
+// at once and counted.
+func TestFilterPace(t *testing.T) {
+	fake := clock.NewFake(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	defer func(c clock.Clock) { wallClock = c }(wallClock)
+	wallClock = fake
+	inR, inW := io.Pipe()
+	out, refused := make(chanWriter, 1), make(chanWriter, 1)
+	var stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		args := []string{"--policy", "sliding-log 2/10s", "--key-field", "1", "--global", "token-bucket 1/1s", "--max-delay", "3s"}
+		code <- runFilterTo(args, inR, out, refused, &stderr)
+	}()
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(ch chanWriter, want string) {
+		t.Helper()
+		select {
+		case got := <-ch:
+			if got != want {
+				t.Errorf("got %q, want %q", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("nothing written; want %q", want)
+		}
+	}
+	held := func(d time.Duration) {
+		t.Helper()
+		fake.WaitTimers(1)
+		select {
+		case s := <-out:
+			t.Fatalf("%q written before its delay", s)
+		default:
+		}
+		fake.Advance(d)
+	}
+	send("k1 a")
+	expect(out, "k1 a\n")
+	send("k1 b") // the global bucket is empty for 1s
+	held(time.Second)
+	expect(out, "k1 b\n")
+	send("k1 c") // k1's log is full for 10s: past the 3s, refused at once
+	expect(refused, `floodgate filter: refused, next in 9s (key "k1", sliding-log 2/10s): k1 c`+"\n")
+	send("k2 d")
+	held(time.Second)
+	expect(out, "k2 d\n")
+	inW.Close()
+	if c := <-code; c != exitOK {
+		t.Fatalf("exit %d: %s", c, &stderr)
+	}
+	want := "floodgate filter: 4 lines read, 3 passed (2 delayed), 1 refused\n" +
+		"   refused  key (by the per-key limit)\n         1  \"k1\"\n"
+	if stderr.String() != want {
+		t.Errorf("summary:\n%s\nwant:\n%s", &stderr, want)
+	}
+}
+
+// An interrupt ends a line's delay at once.
+func TestFilterPaceInterrupted(t *testing.T) {
+	fake := clock.NewFake(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	defer func(c clock.Clock) { wallClock = c }(wallClock)
+	wallClock = fake
+	o, err := parseFilterArgs([]string{"--global", "token-bucket 1/1h", "--max-delay", "2h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := o.newLineFilter(memstore.New(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- lf.run(ctx, strings.NewReader("a\nb\n"), io.Discard, io.Discard) }()
+	fake.WaitTimers(1) // b waits its hour
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("run after cancel: %v", err)
+	}
+}
+
+// A real-time smoke test: twelve lines at once through a global 40 a
+// second and a per-key log, with --max-delay 2s: the eleven distinct keys
+// pass in their order, held to the rate (so in no less than 10/40 s, the
+// bucket's exact bound), and the repeated key is refused. How many were
+// delayed depends on the machine's speed, and is not asserted.
+func TestFilterPaceRealTime(t *testing.T) {
+	var in strings.Builder
+	var want []string
+	for i := range 11 {
+		fmt.Fprintf(&in, "k%d line\n", i)
+		want = append(want, fmt.Sprintf("k%d line", i))
+		if i == 5 {
+			in.WriteString("k5 again\n")
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run([]string{"filter", "--global", "token-bucket 40/1s burst=1", "--policy", "sliding-log 1/1m", "--key-field", "1", "--max-delay", "2s"},
+		strings.NewReader(in.String()), &stdout, &stderr)
+	elapsed := time.Since(start)
+	t.Logf("12 lines paced at 40/s in %v", elapsed)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, &stderr)
+	}
+	if got := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n"); !slices.Equal(got, want) {
+		t.Errorf("passed:\n%q\nwant:\n%q", got, want)
+	}
+	if !strings.Contains(stderr.String(), `refused, next in`) || !regexp.MustCompile(`12 lines read, 11 passed \(\d+ delayed\), 1 refused`).MatchString(stderr.String()) {
+		t.Errorf("stderr:\n%s", &stderr)
+	}
+	if elapsed < 250*time.Millisecond {
+		t.Errorf("11 lines at 40/s in %v: not paced", elapsed)
+	}
 }
