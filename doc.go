@@ -38,7 +38,9 @@
 // Allow and AllowN refuse a request over the limit. Wait and WaitN make it
 // wait its turn instead, first come first served, up to the context's
 // deadline or the limiter's maximum wait. Reserve holds units that can be
-// given back with Cancel. AllowAll checks several limits at once, such as
+// given back with Cancel; Schedule holds them for the earliest time they
+// fit, without waiting, and says the delay (for a caller that waits
+// elsewhere, such as a client of a service). AllowAll checks several limits at once, such as
 // a per-user and a global one, and admits only if all of them admit;
 // AllowEach checks several independently, in one step of each store (on
 // Redis, one round trip for all). WithDryRun makes a limiter report what

@@ -9,7 +9,7 @@ import (
 // package prommetrics's Collector makes Observers that count decisions
 // for Prometheus. A limiter made WithObserver calls Observe once per
 // request, on the caller's goroutine, after deciding and before
-// returning: from Allow, AllowN, AllowAt and Reserve, for each of its
+// returning: from Allow, AllowN, AllowAt, Reserve and Schedule, for each of its
 // checks in AllowAll and AllowEach, and from Wait.
 //
 // d and err are what the caller gets: an admission (a dry-run one with

@@ -75,6 +75,11 @@ func TestObserver(t *testing.T) {
 		{"AllowN", func() { l.AllowN(ctx, "b", 0); l.AllowN(ctx, "b", 3); l.AllowN(ctx, "b", -1) }, "map[allowed:1 invalid-cost:1 over-burst:1]"},
 		{"AllowAt", func() { l.AllowAt(ctx, "c", fc.Now(), 2) }, "map[allowed:1]"},
 		{"Reserve", func() { l.Reserve(ctx, "a", 1) }, "map[denied:1]"},
+		{"Schedule", func() {
+			for range 4 {
+				l.Schedule(ctx, "f", 1, time.Minute) // 2 at once, 1 after 1m, then past the minute
+			}
+		}, "map[allowed:3 denied:1]"},
 		{"AllowEach", func() {
 			floodgate.AllowEach(ctx, floodgate.Check{Limiter: l, Key: "d"}, floodgate.Check{Limiter: l, Key: "a"})
 		}, "map[allowed:1 denied:1]"},
