@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/failsafe"
 )
 
 const scheduleConfig = `
@@ -113,4 +116,16 @@ func TestCheckMaxWaitBadRequests(t *testing.T) {
 	if _, err := ParseConfig([]byte("limits: {max_wait: -1s}"), ""); err == nil || !strings.Contains(err.Error(), "limits.max_wait -1s is negative") {
 		t.Errorf("a negative limits.max_wait: %v", err)
 	}
+}
+
+// A check with max_wait on a failing store is a 503 like any other, and
+// failing open admits it at once.
+func TestCheckMaxWaitStoreFailure(t *testing.T) {
+	clk := clock.NewFake(t0)
+	closed := newTestServerOn(t, newFailsafe(brokenStore{}, failsafe.Options{Clock: clk}), "")
+	if a := closed.check(t, `{"policy":"default","key":"k","max_wait":5}`); a.code != http.StatusServiceUnavailable || a.hdr.Get("Retry-After") == "" {
+		t.Errorf("failing closed: %d %s", a.code, a.body)
+	}
+	open := newTestServerOn(t, newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Clock: clk}), "")
+	wantBody(t, "failing open", open.check(t, `{"policy":"default","key":"k","max_wait":5}`), `{"allowed":true,"remaining":0,"retry_after":0,"reset_after":0,"delay":0}`)
 }
