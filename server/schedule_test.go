@@ -3,12 +3,15 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/failsafe"
+	"github.com/floodgate/floodgate/internal/redistest"
+	"github.com/floodgate/floodgate/redisstore"
 )
 
 const scheduleConfig = `
@@ -128,4 +131,40 @@ func TestCheckMaxWaitStoreFailure(t *testing.T) {
 	}
 	open := newTestServerOn(t, newFailsafe(brokenStore{}, failsafe.Options{Mode: failsafe.FailOpen, Clock: clk}), "")
 	wantBody(t, "failing open", open.check(t, `{"policy":"default","key":"k","max_wait":5}`), `{"allowed":true,"remaining":0,"retry_after":0,"reset_after":0,"delay":0}`)
+}
+
+// The queue is kept in the store: two service instances on one real
+// Redis hand out the places of one key's queue between them, exactly as
+// one would (delays 0, 1, 2, 3 s alternately, then a refusal).
+func TestCheckMaxWaitRedis(t *testing.T) {
+	rs, err := redisstore.New(redistest.NewServer(t).Client(t), redisstore.WithCallerTime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig([]byte(scheduleConfig), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(t0)
+	var urls []string
+	for range 2 {
+		s, err := New(rs, cfg, WithClock(clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(s.Handler())
+		t.Cleanup(hs.Close)
+		urls = append(urls, hs.URL)
+	}
+	req := `{"policy":"api","key":"alice","max_wait":3}`
+	for i, want := range []string{"0", "1", "2", "3", "refused after 4"} {
+		a := do(t, http.MethodPost, urls[i%2]+"/v1/check", req)
+		got := fmt.Sprint(a.json["delay"])
+		if a.json["allowed"] != true {
+			got = fmt.Sprintf("refused after %v", a.json["retry_after"])
+		}
+		if got != want {
+			t.Errorf("check %d on instance %d: %s, want %s", i+1, i%2, a.body, want)
+		}
+	}
 }
