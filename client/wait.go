@@ -14,7 +14,9 @@ import (
 // leaky bucket the server holds the units from its answer on, so callers
 // are served in the order they asked; for a window or log policy nothing
 // is held, and Wait asks again after each refusal's RetryAfter while that
-// fits in what is left of MaxWait (others may go first).
+// fits in what is left of MaxWait (others may go first). So it does too
+// when the server's limits.max_wait, shorter than MaxWait, refused: the
+// key's queue was full.
 //
 // With MaxWait 0, Wait is Decide. When ctx is done while Wait sleeps, it returns ctx's error; units the
 // server holds for the caller stay spent. Wait sleeps on the client's

@@ -117,3 +117,24 @@ func TestWaitLog(t *testing.T) {
 }
 
 func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+// A MaxWait longer than the server's limits.max_wait (1m by default):
+// the queue full, Wait holds nothing, sleeps the refusal's RetryAfter and
+// asks again.
+func TestWaitQueueFull(t *testing.T) {
+	url, clk := newServer(t, memstore.New(0))
+	c := newClient(t, url, client.WithClock(clk))
+	ctx := context.Background()
+	ch := client.Check{PolicyText: "token-bucket 1/1s", Key: "k", MaxWait: time.Minute}
+	for range 61 { // 0 to 60 s: the queue is full
+		c.Decide(ctx, ch)
+	}
+	ch.MaxWait = time.Hour
+	got := make(chan client.Decision, 1)
+	go func() { d, _ := c.Wait(ctx, ch); got <- d }()
+	clk.WaitTimers(1)
+	clk.Advance(61 * time.Second) // its RetryAfter
+	if d := <-got; !d.Allowed || d.Delay != 0 {
+		t.Errorf("after the queue drained: %+v", d)
+	}
+}
