@@ -46,8 +46,8 @@ func (l *Limiter) Reserve(ctx context.Context, key string, n int64) (*Reservatio
 // a token or leaky bucket, if they fit within maxWait, admits them for the
 // earliest time they fit, holding them in the store from now on so that
 // later requests queue behind them (algo.Policy.Schedule). Delay says how
-// long the caller must wait before acting; WaitN is Schedule followed by
-// that wait. A maxWait of 0 or less, or the window and log algorithms,
+// long the caller must wait before acting; on a bucket, WaitN is Schedule
+// followed by that wait. A maxWait of 0 or less, or the window and log algorithms,
 // which cannot hold units for later, admit only at once, as Reserve does.
 // The limiter's WithMaxWait, when set, bounds maxWait; WithMaxQueue does
 // not apply, as nothing waits in this process.

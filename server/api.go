@@ -119,6 +119,9 @@ type resolved struct {
 // badRequest is a problem with a request, for a 400.
 type badRequest string
 
+// noBatchWait refuses a max_wait in a batch.
+const noBatchWait badRequest = "max_wait goes with one check, not with checks: a batch is decided at once"
+
 // check answers POST /v1/check: one check, or a batch (checks).
 func (s *Server) check(w http.ResponseWriter, r *http.Request, l *live) {
 	var req checkRequest
@@ -163,7 +166,7 @@ func (s *Server) resolveBatch(req *checkRequest, l *live) (cs []resolved, all bo
 		return nil, false, "give either one check (policy, key, cost) or checks, not both"
 	}
 	if req.MaxWait != nil {
-		return nil, false, "max_wait goes with one check, not with checks: a batch is decided at once"
+		return nil, false, noBatchWait
 	}
 	switch req.Mode {
 	case "", "all":
@@ -182,7 +185,7 @@ func (s *Server) resolveBatch(req *checkRequest, l *live) (cs []resolved, all bo
 	for i := range req.Checks {
 		c, msg := s.resolve(&req.Checks[i], l, true)
 		if msg == "" && req.Checks[i].MaxWait != nil {
-			msg = "max_wait goes with one check, not with checks: a batch is decided at once"
+			msg = noBatchWait
 		}
 		if msg != "" {
 			return nil, false, badRequest(fmt.Sprintf("checks[%d]: %s", i, msg))
