@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,24 @@ func TestCheckMaxWaitRedis(t *testing.T) {
 		if got != want {
 			t.Errorf("check %d on instance %d: %s, want %s", i+1, i%2, a.body, want)
 		}
+	}
+}
+
+// The service holds nothing open for a queued check: a thousand checks
+// given delays of up to 999 s leave no goroutine behind them.
+func TestCheckMaxWaitHoldsNothingOpen(t *testing.T) {
+	ts := newTestServer(t, "policies: {api: token-bucket 1/1s}\nlimits: {max_wait: 1h}")
+	req := `{"policy":"api","key":"k","max_wait":3600}`
+	ts.check(t, req) // the connection, warm
+	before := runtime.NumGoroutine()
+	for i := 1; i < 1000; i++ {
+		if a := ts.check(t, req); a.json["delay"] != float64(i) {
+			t.Fatalf("check %d: %s", i+1, a.body)
+		}
+	}
+	after := runtime.NumGoroutine()
+	t.Logf("goroutines: %d before, %d after 999 queued checks (delays up to 999 s)", before, after)
+	if after > before+5 {
+		t.Errorf("goroutines grew from %d to %d", before, after)
 	}
 }
