@@ -62,24 +62,18 @@ func (l *Limiter) Schedule(ctx context.Context, key string, n int64, maxWait tim
 	if l.maxWait > 0 {
 		maxWait = min(maxWait, l.maxWait)
 	}
-	op, err := l.schedule(ctx, key, l.now(), n, maxWait)
+	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: l.now(), N: n, MaxWait: max(maxWait, 0)}}
+	err := l.apply(ctx, ops)
+	op := &ops[0]
 	if err == nil {
 		err = op.Result.Err
 	}
 	d, err := l.decision(op.Result.Decision, err)
-	r := &Reservation{l: l, op: op, d: d}
+	r := &Reservation{l: l, op: *op, d: d}
 	if d.Allowed {
 		r.delay = max(time.Duration(op.Result.At-op.Now), 0)
 	}
 	return r, err
-}
-
-// schedule applies an OpSchedule of n units of key at now, admitting them
-// after a wait of at most maxWait.
-func (l *Limiter) schedule(ctx context.Context, key string, now, n int64, maxWait time.Duration) (store.Op, error) {
-	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: now, N: n, MaxWait: max(maxWait, 0)}}
-	err := l.apply(ctx, ops)
-	return ops[0], err
 }
 
 // Decision returns the decision on the reservation.

@@ -77,11 +77,12 @@ const forever = time.Duration(math.MaxInt64)
 // then sleeps until that time; on cancellation it refunds them.
 func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget time.Duration) error {
 	now := l.now()
-	op, err := l.schedule(ctx, key, now, n, budget)
-	if err != nil {
+	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: now, N: n, MaxWait: max(budget, 0)}}
+	if err := l.apply(ctx, ops); err != nil {
 		l.errs.Add(1)
 		return err
 	}
+	op := &ops[0]
 	if !op.Result.Decision.Allowed {
 		return l.waitRefusal(n, op.Result.Decision.RetryAfter, op.Result.Err, budget)
 	}
