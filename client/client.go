@@ -245,10 +245,10 @@ func (c *Client) batch(ctx context.Context, mode string, checks []Check) (Batch,
 	return bd, nil
 }
 
-// Reset forgets the state of ch's key under ch's policy (its cost is not
-// used): its next check is decided as the first.
+// Reset forgets the state of ch's key under ch's policy (its cost and
+// MaxWait are not used): its next check is decided as the first.
 func (c *Client) Reset(ctx context.Context, ch Check) error {
-	ch.Cost, ch.Peek = 0, false
+	ch.Cost, ch.Peek, ch.MaxWait = 0, false, 0
 	b := appendCheck(nil, ch)
 	return c.do(ctx, http.MethodPost, "/v1/reset", b, nil)
 }

@@ -40,6 +40,12 @@ func TestDecideMaxWait(t *testing.T) {
 	if _, err := c.CheckAll(ctx, client.Check{Policy: "global", Key: "k", MaxWait: time.Second}); !errors.Is(err, client.ErrBadRequest) || !contains(err, "max_wait goes with one check") {
 		t.Errorf("MaxWait in a batch: %v", err)
 	}
+	if err := c.Reset(ctx, client.Check{PolicyText: "token-bucket 1/1s", Key: "alice", MaxWait: time.Second}); err != nil {
+		t.Errorf("Reset of a Check with a MaxWait: %v", err)
+	}
+	if d, _ := c.Decide(ctx, client.Check{PolicyText: "token-bucket 1/1s", Key: "alice"}); !d.Allowed {
+		t.Errorf("after the Reset: %+v", d)
+	}
 }
 
 // Wait sleeps the server's delay on the client's clock, callers in the
