@@ -2,19 +2,21 @@ package algo
 
 // Cell is a State in 16 bytes, for stores that keep many keys in memory:
 // the whole state of a token-bucket, leaky-bucket, sliding-window or
-// fixed-window key. A sliding-log key keeps a log and has no Cell.
+// fixed-window key whose policy is Compact. A sliding-log key keeps a log,
+// and a key of a larger LIMIT counts beyond 32 bits: neither has a Cell.
 //
 // A Cell does not record its algorithm, so it must always be used with
 // policies of one algorithm. The zero Cell is the initial state.
 type Cell struct {
 	t    int64
-	x, y uint32 // at most MaxLimit, which fits in 32 bits
+	x, y uint32 // at most maxCell
 }
 
-// Cell returns s as a Cell, and false for a sliding-log State, which does
-// not fit in one.
+// Cell returns s as a Cell, and false for a State that does not fit in
+// one: a sliding log, or counts above 2^32-1. Every State of a Compact
+// policy fits.
 func (s *State) Cell() (Cell, bool) {
-	if s.alg == SlidingLog {
+	if s.alg == SlidingLog || uint64(s.x)|uint64(s.y) > maxCell {
 		return Cell{}, false
 	}
 	return Cell{t: s.t, x: uint32(s.x), y: uint32(s.y)}, true

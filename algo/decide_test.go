@@ -2,6 +2,7 @@ package algo_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math/big"
 	"testing"
@@ -296,7 +297,7 @@ func TestStateDecodingErrors(t *testing.T) {
 		{"algorithm", []byte{1, 77, 0, 0, 0}},
 		{"truncated", good[:len(good)-1]},
 		{"trailing", append(append([]byte{}, good...), 0)},
-		{"count too large", []byte{1, byte(algo.FixedWindow), 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0}},
+		{"count too large", append(binary.AppendUvarint([]byte{1, byte(algo.FixedWindow), 0}, algo.MaxLimit+1), 0)},
 		{"log longer than its bytes", []byte{1, byte(algo.SlidingLog), 0xff, 0xff, 0x3f}},
 		{"empty log entry", []byte{1, byte(algo.SlidingLog), 1, 5, 0}},
 		{"log out of order", []byte{1, byte(algo.SlidingLog), 2, 5, 1, 0, 1}},

@@ -72,13 +72,15 @@
 // units of 1/LIMIT nanoseconds, in which T is exactly PERIOD units, so a
 // policy such as 3 per second or 7 per 2 seconds, whose T is not a whole
 // number of nanoseconds, never drifts. Products that can exceed 64 bits (a
-// count up to 10^9 times a span up to a century) are taken in 128 bits.
+// count up to 10^15 times a span up to a century, below 2^113) are taken
+// in 128 bits.
 // Durations in a Decision are whole nanoseconds rounded up, so waiting
 // exactly RetryAfter always suffices, and one nanosecond less never does.
 //
 // # Bounds
 //
-// LIMIT, burst and capacity are at most MaxLimit (10^9); PERIOD is at most
+// LIMIT, burst and capacity are at most MaxLimit (10^15: a byte rate of
+// 1.25*10^9 per second, a 10 Gbit/s link, with bursts of days); PERIOD is at most
 // MaxPeriod (366 days); a full bucket drains in at most MaxDrain (100
 // years); times run from 0 to MaxTime (2^62 ns, about 146 years). Within
 // them nothing overflows. Outside them New and ParsePolicy return an error
@@ -110,6 +112,7 @@
 // what fits now.
 //
 // Cell is a State in 16 bytes for the four algorithms without a log, for
-// stores that keep millions of keys in memory; Clone copies a State deeply,
-// for stores that must be able to put one back.
+// stores that keep millions of keys in memory, when the policy is Compact
+// (LIMIT at most 2^32-1); Clone copies a State deeply, for stores that must
+// be able to put one back.
 package algo

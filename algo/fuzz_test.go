@@ -39,6 +39,11 @@ func FuzzDecide(f *testing.F) {
 		{algo.FixedWindow, 7, 2e9, 0},
 		{algo.TokenBucket, algo.MaxLimit, int64(algo.MaxPeriod), 0},
 		{algo.SlidingWindow, 7, 3, 0},
+		{algo.TokenBucket, 1_250_000_000, 1e9, 1 << 32},
+		{algo.LeakyBucket, algo.MaxLimit, 1e9, algo.MaxLimit},
+		{algo.SlidingLog, algo.MaxLimit, int64(algo.MaxPeriod), 0},
+		{algo.SlidingWindow, algo.MaxLimit - 1, 1e9, 0},
+		{algo.FixedWindow, 1<<32 + 1, 7, 0},
 	}
 	traces := [][]byte{
 		{0, 0, 5, 0, 0, 1, 0, 1, 1, 4, 2, 1, 4, 3, 0},

@@ -2,6 +2,7 @@ package algo
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -44,8 +45,10 @@ func (a Algorithm) isBucket() bool { return a == TokenBucket || a == LeakyBucket
 // Bounds on policies and times. Within them no computation in this package
 // overflows, and every decision is exact.
 const (
-	// MaxLimit is the largest LIMIT, burst and capacity.
-	MaxLimit = 1_000_000_000
+	// MaxLimit is the largest LIMIT, burst and capacity: 10^15, enough
+	// for a byte rate of a terabit link (1.25*10^11 bytes per second)
+	// with bursts of hours of it.
+	MaxLimit = 1_000_000_000_000_000
 	// MaxPeriod is the longest PERIOD: 366 days.
 	MaxPeriod = 366 * 24 * time.Hour
 	// MaxDrain is the longest time a full token or leaky bucket may take
@@ -121,6 +124,16 @@ func newPolicy(alg Algorithm, limit int64, period time.Duration, burst int64) (P
 	}
 	return p, ""
 }
+
+// maxCell is the largest count a Cell holds, and so the largest LIMIT of
+// a compact policy.
+const maxCell = math.MaxUint32
+
+// Compact reports whether every State of p fits in a Cell: true for
+// token-bucket, leaky-bucket, sliding-window and fixed-window when LIMIT
+// is at most 2^32-1, false for sliding-log and larger limits. A store that
+// keeps Cells keeps the States of other policies another way.
+func (p *Policy) Compact() bool { return p.alg != SlidingLog && p.limit <= maxCell }
 
 func burstName(alg Algorithm) string {
 	if alg == LeakyBucket {

@@ -36,6 +36,9 @@ func TestParsePolicy(t *testing.T) {
 		{"  sliding-log\t5/60  ", algo.SlidingLog, 5, time.Minute, 5, "sliding-log 5/1m"},
 		{"token-bucket 1000000000/8784h", algo.TokenBucket, 1e9, algo.MaxPeriod, 1e9, "token-bucket 1000000000/8784h"},
 		{"token-bucket 1/1h burst=876600", algo.TokenBucket, 1, time.Hour, 876600, "token-bucket 1/1h burst=876600"},
+		{"token-bucket 1250000000/1s burst=4294967296", algo.TokenBucket, 1_250_000_000, time.Second, 1 << 32, "token-bucket 1250000000/1s burst=4294967296"},
+		{"fixed-window 1000000000000000/8784h", algo.FixedWindow, algo.MaxLimit, algo.MaxPeriod, algo.MaxLimit, "fixed-window 1000000000000000/8784h"},
+		{"leaky-bucket 1/1ns capacity=1000000000000000", algo.LeakyBucket, 1, 1, algo.MaxLimit, "leaky-bucket 1/1ns capacity=1000000000000000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -71,8 +74,11 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"token-bucket +1/1s", `limit "+1" is not a whole number`},
 		{"token-bucket 1.5/1s", `limit "1.5" is not a whole number`},
 		{"token-bucket 0/1s", "limit 0 is less than 1"},
-		{"token-bucket 1000000001/1s", "limit 1000000001 is more than 1000000000"},
-		{"token-bucket 99999999999999999999999/1s", "is more than 1000000000"},
+		{"token-bucket 1000000000000001/1s", "limit 1000000000000001 is more than 1000000000000000"},
+		{"token-bucket 1/1s burst=1000000000000001", "burst 1000000000000001 is more than 1000000000000000"},
+		{"leaky-bucket 1/1s capacity=1000000000000001", "capacity 1000000000000001 is more than 1000000000000000"},
+		{"sliding-log 1000000000000001/1s", "limit 1000000000000001 is more than 1000000000000000"},
+		{"token-bucket 99999999999999999999999/1s", "is more than 1000000000000000"},
 		{"token-bucket 1/", `period "" is not a Go duration`},
 		{"token-bucket 1/0", "period 0 is not positive"},
 		{"token-bucket 1/0s", "period 0s is not positive"},
@@ -186,6 +192,8 @@ func FuzzParsePolicy(f *testing.F) {
 		"token-bucket 3/1s burst=5", "leaky-bucket 1/1h capacity=20", "sliding-log 2/10",
 		"sliding-window 3/500ms", "fixed-window 7/2", "fixed-window 1/0.000000001",
 		"token-bucket 1/1h burst=876600", "token-bucket 1/1.5h", "x 1/1", "token-bucket 1/1s burst=",
+		"token-bucket 1250000000/1s burst=4294967296", "fixed-window 1000000000000000/1s",
+		"fixed-window 1000000000000001/1s", "token-bucket 1/1s burst=1000000000000001",
 	} {
 		f.Add(s)
 	}

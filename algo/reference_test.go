@@ -47,6 +47,20 @@ var awkwardPolicies = []string{
 	"fixed-window 1000000000/8784h",
 	"fixed-window 1/1ns",
 	"fixed-window 2/3ns",
+	// Counts past 32 bits, up to MaxLimit: byte rates.
+	"token-bucket 1250000000/1s burst=4294967296",
+	"token-bucket 1000000000000000/8784h",
+	"token-bucket 999999999999989/1ns burst=1000000000000000",
+	"token-bucket 4294967296/1s burst=4294967295",
+	"leaky-bucket 1250000000/1s capacity=1000000000000000",
+	"leaky-bucket 1000000000000000/8784h capacity=999999999999999",
+	"sliding-log 1000000000000000/8784h",
+	"sliding-log 4294967297/3ns",
+	"sliding-window 1000000000000000/8784h",
+	"sliding-window 999999999999999/1s",
+	"sliding-window 4294967296/7ns",
+	"fixed-window 1000000000000000/8784h",
+	"fixed-window 4294967295/1s",
 }
 
 var refAlgorithms = []algo.Algorithm{algo.TokenBucket, algo.LeakyBucket, algo.SlidingLog, algo.SlidingWindow, algo.FixedWindow}
@@ -90,19 +104,24 @@ func refPolicies(t testing.TB, alg algo.Algorithm, n int, seed uint64) []algo.Po
 	return out
 }
 
-// refRandomPolicy returns a valid random policy of alg: limits from 1 to 1e9,
-// periods from 1ns to 366 days, bursts from 1 to 1e9 within MaxDrain.
+// refRandomPolicy returns a valid random policy of alg: limits from 1 to
+// MaxLimit (10^15), around 10^9 and 2^32 too, periods from 1ns to 366 days,
+// bursts from 1 to MaxLimit within MaxDrain.
 func refRandomPolicy(rng *rand.Rand, alg algo.Algorithm) algo.Policy {
 	for {
 		var limit int64
-		switch x := rng.IntN(10); {
-		case x < 4:
+		switch x := rng.IntN(20); {
+		case x < 8:
 			limit = 1 + rng.Int64N(10)
-		case x < 7:
+		case x < 13:
 			limit = 1 + rng.Int64N(1000)
-		case x < 9:
+		case x < 15:
 			limit = 1 + rng.Int64N(1_000_000)
-		case x < 10 && rng.IntN(2) == 0:
+		case x < 16:
+			limit = 1 + rng.Int64N(1_000_000_000)
+		case x < 17:
+			limit = 1<<32 + rng.Int64N(5) - 2 // around a Cell's largest count
+		case x < 18:
 			limit = algo.MaxLimit - rng.Int64N(3)
 		default:
 			limit = 1 + rng.Int64N(algo.MaxLimit)

@@ -13,10 +13,15 @@ package algo
 //   - fixed-window: the latest window with the largest count;
 //   - sliding-window: the latest window with the largest current and
 //     previous counts, a state of an earlier window counting all its units
-//     as the previous window's (capped at twice LIMIT);
+//     as the previous window's (capped at twice LIMIT, or 2^32-1 counts);
 //   - sliding-log: all the units of the fullest log, as one entry at the
 //     time of the newest entry of any of the logs, so each unit expires no
 //     earlier than it did.
+//
+// A Shadow of a policy that is not Compact (a LIMIT above 2^32-1) still
+// takes 16 bytes: its counts are rounded up to whole multiples of
+// LIMIT/(2^32-1), rounded up, and a bucket's TAT up to a whole nanosecond,
+// which can only make it stricter.
 //
 // The zero Shadow holds nothing. A Shadow must always be used with one
 // Policy.
@@ -45,23 +50,49 @@ func (p *Policy) Recall(sh Shadow, now int64) State {
 	if p.shadowResetAt(sh.c) <= now {
 		return State{}
 	}
+	q := p.shadowUnit()
 	if p.alg != SlidingLog {
-		return sh.c.State(p.alg)
+		s := sh.c.State(p.alg)
+		if q > 1 {
+			s.x, s.y = min(s.x*q, p.limit), s.y*q
+		}
+		return s
 	}
 	s := State{alg: SlidingLog, log: &ring{}}
-	s.log.push(sh.c.t, int64(sh.c.x))
+	s.log.push(sh.c.t, min(int64(sh.c.x)*q, p.limit))
 	return s
 }
 
-// shadowCell returns s as a Cell: its own for every algorithm but
-// sliding-log, whose Cell is the time of its newest entry and its units.
+// shadowUnit returns how many units one count of a Shadow's Cell stands
+// for: 1 for a LIMIT that fits in a Cell, else LIMIT/(2^32-1) rounded up.
+func (p *Policy) shadowUnit() int64 {
+	if p.limit <= maxCell {
+		return 1
+	}
+	return (p.limit + maxCell - 1) / maxCell
+}
+
+// shadowCount returns n units as a Shadow's count, rounded up.
+func shadowCount(n, q int64) uint32 { return uint32(min((n+q-1)/q, maxCell)) }
+
+// shadowCell returns s as a Shadow's Cell: its own for a Compact policy;
+// for sliding-log, the time of its newest entry and its units; for a
+// larger LIMIT, its counts in shadowUnit and a bucket's TAT in whole ns.
 func (p *Policy) shadowCell(s *State) Cell {
-	if p.alg != SlidingLog {
+	q := p.shadowUnit()
+	switch {
+	case p.alg == SlidingLog:
+		r := s.log
+		return Cell{t: r.at(r.len - 1).t, x: shadowCount(min(r.units, p.limit), q)}
+	case q == 1:
 		c, _ := s.Cell()
 		return c
+	case p.alg.isBucket() && s.x > 0:
+		return Cell{t: s.t + 1}
+	case p.alg.isBucket():
+		return Cell{t: s.t}
 	}
-	r := s.log
-	return Cell{t: r.at(r.len - 1).t, x: uint32(min(r.units, p.limit))}
+	return Cell{t: s.t, x: shadowCount(s.x, q), y: shadowCount(s.y, q)}
 }
 
 // shadowResetAt is ResetAt of the state c stands for.
@@ -99,6 +130,7 @@ func (p *Policy) toWindow(c Cell, t int64) Cell {
 	if c.t == t {
 		return c
 	}
-	prev := min(uint64(c.x)+uint64(c.y), 2*uint64(p.limit))
+	most := min(2*uint64(shadowCount(p.limit, p.shadowUnit())), maxCell)
+	prev := min(uint64(c.x)+uint64(c.y), most)
 	return Cell{t: t, y: uint32(prev)}
 }

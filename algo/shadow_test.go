@@ -18,6 +18,11 @@ func TestShadowNeverAdmitsMore(t *testing.T) {
 	policies := []string{
 		"token-bucket 5/1s burst=7", "leaky-bucket 4/1s capacity=6",
 		"fixed-window 5/1s", "sliding-window 5/1s", "sliding-log 5/1s",
+		// Counts past 32 bits, which a Shadow rounds up to fit in 16 bytes,
+		// and a sliding window whose twice LIMIT does not fit.
+		"token-bucket 1250000000/1s burst=4294967296", "leaky-bucket 1000000000000000/1s",
+		"fixed-window 999999999999999/1s", "sliding-window 1000000000000000/1s",
+		"sliding-log 1000000000000000/1s", "sliding-window 4294967295/1s",
 	}
 	for _, text := range policies {
 		p := algo.MustParsePolicy(text)

@@ -12,6 +12,8 @@ import (
 var stampPolicies = []string{
 	"token-bucket 3/1s burst=5", "token-bucket 7/2s", "leaky-bucket 1000/7ms capacity=20",
 	"sliding-log 4/1s", "sliding-window 5/1s", "fixed-window 3/500ms",
+	"token-bucket 1250000000/1s burst=4294967296", "sliding-log 1000000000000000/1s",
+	"sliding-window 999999999999999/1s", "fixed-window 1000000000000000/7ms",
 }
 
 // TestRefundProperties admits an event, later refunds it, and compares
@@ -141,8 +143,8 @@ func TestCellAndClone(t *testing.T) {
 		}
 		c := s.Clone()
 		cell, ok := s.Cell()
-		if ok == (p.Algorithm() == algo.SlidingLog) {
-			t.Fatalf("%s: Cell ok = %v", ps, ok)
+		if p.Compact() && !ok || p.Algorithm() == algo.SlidingLog && ok {
+			t.Fatalf("%s: Cell ok = %v, Compact %v", ps, ok, p.Compact())
 		}
 		if ok {
 			back := cell.State(p.Algorithm())
@@ -162,6 +164,39 @@ func TestCellAndClone(t *testing.T) {
 		b2, _ := c2.MarshalBinary()
 		if string(b1) != string(b2) {
 			t.Fatalf("%s: clone encodes differently", ps)
+		}
+	}
+}
+
+// TestCompact checks which policies keep their States in a Cell: those
+// without a log whose counts fit in 32 bits. A State of a larger policy
+// that counts past 2^32-1 has no Cell.
+func TestCompact(t *testing.T) {
+	for _, c := range []struct {
+		policy  string
+		compact bool
+	}{
+		{"token-bucket 1000000000/1s", true},
+		{"token-bucket 4294967295/1s burst=1000000000000000", true},
+		{"token-bucket 4294967296/1s", false},
+		{"leaky-bucket 1250000000/1s capacity=4294967296", true},
+		{"sliding-window 4294967295/1s", true},
+		{"fixed-window 4294967296/1s", false},
+		{"fixed-window 1000000000000000/1s", false},
+		{"sliding-log 1/1s", false},
+	} {
+		p := algo.MustParsePolicy(c.policy)
+		if p.Compact() != c.compact {
+			t.Errorf("%s: Compact = %v, want %v", c.policy, p.Compact(), c.compact)
+		}
+	}
+	for _, ps := range []string{"fixed-window 1000000000000000/1s", "sliding-window 1000000000000000/1s", "token-bucket 1000000000000000/1s"} {
+		p := algo.MustParsePolicy(ps)
+		var s algo.State
+		p.Decide(&s, int64(time.Second)/3, 1<<32)
+		p.Decide(&s, int64(time.Second)*4/3, 1<<32+1)
+		if _, ok := s.Cell(); ok {
+			t.Errorf("%s: a State counting past 2^32-1 has a Cell", ps)
 		}
 	}
 }

@@ -86,7 +86,7 @@ func (s *State) UnmarshalBinary(b []byte) error {
 	case out.alg == 0 || out.alg.valid():
 		out.t = int64(d.uvarint(MaxTime + uint64(MaxDrain)))
 		out.x = int64(d.uvarint(MaxLimit))
-		out.y = int64(d.uvarint(MaxLimit))
+		out.y = int64(d.uvarint(2 * MaxLimit)) // a Shadow's previous window
 	default:
 		d.fail(fmt.Sprintf("unknown algorithm %d", out.alg))
 	}

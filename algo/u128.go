@@ -3,8 +3,8 @@ package algo
 import "math/bits"
 
 // u128 is an unsigned 128-bit integer, enough for every product in this
-// package: a count (at most MaxLimit, about 2^30) times a span in
-// nanoseconds (below 2^63) stays below 2^93.
+// package: a count (at most MaxLimit, below 2^50) times a span in
+// nanoseconds (below 2^63) stays below 2^113.
 type u128 struct{ hi, lo uint64 }
 
 func mul64(a, b uint64) u128 {

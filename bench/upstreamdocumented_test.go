@@ -81,9 +81,17 @@ var documentedDifferences = []fixture{
 		upLoads: true, fgLoads: true, steps: []step{
 			{domain: "doc", descs: [][]string{{"prefix", "v"}}, want: answer("OK", status("OK", "2/MINUTE", 1, time.Minute))},
 		}},
-	{name: "requests_per_unit over 10^9", doc: "requests_per_unit is at most 10^9",
-		files:   oneFile("domain: doc\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 2000000000}\n"),
-		upLoads: true, fgLoads: false},
+	// requests_per_unit over 10^9 was a difference until algo.MaxLimit
+	// rose to 10^15: up to 2^32-1, a uint32's most, both load it and
+	// count alike; past it neither loads.
+	{name: "requests_per_unit over 10^9",
+		files:   oneFile("domain: doc\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4294967295}\n"),
+		upLoads: true, fgLoads: true, steps: []step{
+			{domain: "doc", descs: [][]string{{"k", "a"}}, want: answer("OK", status("OK", "4294967295/SECOND", 4294967294, time.Second))},
+		}},
+	{name: "requests_per_unit past a uint32",
+		files:   oneFile("domain: doc\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4294967296}\n"),
+		upLoads: false, fgLoads: false},
 	{name: "an override's unit_multiplier", doc: "a limit override's unit_multiplier is honoured",
 		files: oneFile(twoPerMinute), upLoads: true, fgLoads: true, steps: []step{
 			{domain: "doc", descs: [][]string{{"free", "x"}}, override: map[int]string{0: "3/MINUTEx2"},

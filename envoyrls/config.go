@@ -535,14 +535,11 @@ func (p *parser) rateLimitFields(m *yaml.Node, r *rule) (f rateLimitFields) {
 }
 
 // requestsPerUnit reads requests_per_unit: an unsigned 32-bit integer, as
-// upstream's, and at most floodgate's most.
+// upstream's.
 func (p *parser) requestsPerUnit(v *yaml.Node) uint32 {
 	n := p.integer(v, "requests_per_unit")
 	if n < 0 || n > math.MaxUint32 {
 		p.fail(v, "requests_per_unit %d is not an unsigned 32-bit integer", n)
-	}
-	if n > algo.MaxLimit {
-		p.fail(v, "requests_per_unit %d is more than floodgate's most, %d", n, algo.MaxLimit)
 	}
 	return uint32(n)
 }

@@ -187,7 +187,6 @@ func TestParseConfigErrors(t *testing.T) {
 		{"algorithm with unlimited", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, algorithm: token-bucket}\n", 4, "an unlimited rate_limit takes no algorithm"},
 		{"negative requests_per_unit", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", 4, "requests_per_unit -1 is not an unsigned 32-bit integer"},
 		{"requests_per_unit past uint32", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4294967296}\n", 4, "is not an unsigned 32-bit integer"},
-		{"requests_per_unit past floodgate's", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n", 4, "requests_per_unit 4000000000 is more than floodgate's most, 1000000000"},
 		{"requests_per_unit not a number", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: many}\n", 4, `requests_per_unit must be an integer, not "many"`},
 		{"quoted requests_per_unit", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: \"5\"}\n", 4, "requests_per_unit must be an integer"},
 		{"bad boolean", "domain: a\ndescriptors:\n  - key: k\n    shadow_mode: maybe\n", 4, `shadow_mode must be true or false, not "maybe"`},

@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -70,16 +71,22 @@ func (s *Service) blocked(r *rule) floodgate.Decision {
 	return floodgate.Decision{Allowed: dry, DryRun: dry}
 }
 
+// counterLimit is the most hits a fixed window's counter counts: the
+// largest requests_per_unit, a uint32 in Envoy's protocol and upstream's
+// configuration. A compact policy (algo.Policy.Compact), so that a
+// counter takes a memory store 16 bytes.
+const counterLimit = math.MaxUint32
+
 // counterPolicy is the policy of the counters of the fixed windows of
 // length period: a fixed window that admits all but more than
-// algo.MaxLimit hits, since requests_per_unit is at most that. Every
+// counterLimit hits, since requests_per_unit is at most that. Every
 // fixed-window limit of a domain with that window, configured or carried
 // by a request, counts a descriptor's hits on that one counter, whatever
 // its requests_per_unit, as upstream's counter key names no limit: a
 // limit override shares the configured rule's count, and a rule whose
 // requests_per_unit changed keeps its count.
 func counterPolicy(period time.Duration) (algo.Policy, error) {
-	return algo.New(algo.FixedWindow, algo.MaxLimit, period, 0)
+	return algo.New(algo.FixedWindow, counterLimit, period, 0)
 }
 
 // allowEachAt decides checks at one instant, as floodgate.AllowEachAt,
@@ -106,7 +113,7 @@ func allowEachAt(ctx context.Context, at time.Time, checks []floodgate.Check, f 
 // decided sets the descriptor's decision and returns its error, if it
 // has one: a cost above the burst is a denial like another. For a fixed
 // window, the decision is its counter's: the hits counted in the window
-// (this descriptor's included) are algo.MaxLimit less what it has left,
+// (this descriptor's included) are counterLimit less what it has left,
 // and the descriptor is over when they are more than requests_per_unit,
 // as upstream's; a counter that refused the hits is past every limit.
 func (d *desc) decided(dec floodgate.Decision, err error) error {
@@ -119,7 +126,7 @@ func (d *desc) decided(dec floodgate.Decision, err error) error {
 		d.over, d.remaining = !dec.Allowed || dec.DryRun, dec.Remaining
 		return nil
 	}
-	count := algo.MaxLimit - dec.Remaining
+	count := counterLimit - dec.Remaining
 	d.over = !dec.Allowed || count > int64(d.r.perUnit)
 	if !d.over {
 		d.remaining = int64(d.r.perUnit) - count
@@ -128,7 +135,7 @@ func (d *desc) decided(dec floodgate.Decision, err error) error {
 }
 
 // saturate fills the counters of the descriptors of batch that the
-// counter refused (a cost of more than it has left of algo.MaxLimit),
+// counter refused (a cost of more than it has left of counterLimit),
 // so that every later request in the window is over, as upstream's
 // counter, which takes any cost, would have them. It retries those that
 // a concurrent request spent some of first. An error is the

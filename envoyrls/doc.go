@@ -132,10 +132,8 @@
 //     separator (key a_b value c taken for key a value b_c, or the
 //     wildcard value * of key k for key k_x) do not happen. A '*' in a
 //     key is matched as upstream matches it, across the separator.
-//   - is_negative_hits is refused; requests_per_unit is at most 10^9
-//     (algo.MaxLimit), and a window counts at most 10^9 hits; a limit
-//     override's unit_multiplier is honoured (upstream counts it in a
-//     window of one unit).
+//   - is_negative_hits is refused; a limit override's unit_multiplier is
+//     honoured (upstream counts it in a window of one unit).
 //   - LoadConfig reads the *.yaml and *.yml files of the directory tree,
 //     never a dot file; upstream reads every file, dot files too by
 //     default. Each file it skips that upstream would read is a warning
@@ -163,7 +161,7 @@
 //	    value: <value>                 # optional; each '*' is a wildcard
 //	    rate_limit:                    # optional
 //	      unit: <second|minute|hour|day|week|month|year>
-//	      requests_per_unit: <0 .. 10^9>
+//	      requests_per_unit: <0 .. 2^32-1>
 //	      unlimited: <bool>            # instead of unit and requests_per_unit
 //	      name: <name>                 # for replaces
 //	      replaces: [{name: <name>}, ...]
@@ -210,8 +208,8 @@
 // huge values cannot make the store hold huge keys. A fixed window is
 // counted, as upstream counts it, on one counter per descriptor and
 // window length, whatever the limit: under the policy of a fixed window
-// of that length admitting 10^9 hits, which counts every hit (a hit that
-// would take it past 10^9 is over, and fills it); the rule's
+// of that length admitting 2^32-1 hits, which counts every hit (a hit that
+// would take it past 2^32-1 is over, and fills it); the rule's
 // requests_per_unit decides on the count. So a limit override shares
 // the configured rule's count, and a rule whose requests_per_unit
 // changed keeps it. The other algorithms' rules are counted under their

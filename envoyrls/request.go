@@ -22,9 +22,8 @@ import (
 //   - codes.InvalidArgument: a nil request, an empty domain, no
 //     descriptor, more than MaxDescriptors, a descriptor with
 //     is_negative_hits (which would let a caller give itself quota), or a
-//     limit override with no valid unit, a unit_multiplier taking the
-//     window past 366 days, or requests_per_unit above floodgate's
-//     maximum (algo.MaxLimit);
+//     limit override with no valid unit or a unit_multiplier taking the
+//     window past 366 days;
 //   - codes.Unavailable: the store failed (or refused a rule's table);
 //   - the context's code (Canceled, DeadlineExceeded) when it ended.
 //
@@ -337,9 +336,6 @@ func overrideRule(domainName string, o *ratelimitv3.RateLimitDescriptor_RateLimi
 	}
 	if r.perUnit == 0 {
 		return r, nil
-	}
-	if r.perUnit > algo.MaxLimit {
-		return nil, status.Errorf(codes.InvalidArgument, "limit override: requests_per_unit %d is more than the most, %d", r.perUnit, algo.MaxLimit)
 	}
 	p, err := algo.New(algo.FixedWindow, int64(r.perUnit), r.period, 0)
 	if err != nil {

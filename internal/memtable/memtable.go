@@ -6,7 +6,9 @@
 // 32-byte slot (its key's string header and an algo.Cell) in an
 // open-addressing table with linear probing, plus one tag byte; deciding on
 // an existing key hashes the key once, probes, and allocates nothing. A
-// sliding-log key keeps its log, in a Go map.
+// sliding-log key keeps its log, in a Go map, and so does a key of a policy
+// whose counts do not fit in a Cell (algo.Policy.Compact: a LIMIT above
+// 2^32-1), its State.
 //
 // Memory stays bounded three ways. A key whose state has drained (algo's
 // ResetAt has passed) decides exactly like a missing key, so a shard drops
@@ -51,7 +53,7 @@ import (
 type Table struct {
 	b       *Budget
 	p       algo.Policy
-	log     bool // sliding-log: states in shard.logs
+	log     bool // not algo's Compact (sliding-log, counts past 32 bits): states in shard.logs
 	seed    maphash.Seed
 	shift   uint // shard index = hash >> shift
 	shards  []shard
@@ -85,7 +87,7 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 	for n*2 <= shards && n*2*minShardKeys <= maxKeys {
 		n *= 2
 	}
-	t := &Table{b: b, p: p, log: p.Algorithm() == algo.SlidingLog, seed: maphash.MakeSeed(),
+	t := &Table{b: b, p: p, log: !p.Compact(), seed: maphash.MakeSeed(),
 		shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
 	for i := range t.shards {
 		sh := &t.shards[i]
