@@ -14,12 +14,14 @@
 // (package storetest), and a differential test replays random traces
 // through memory and Redis and demands identical decisions, remaining
 // units, waits and stamps. Lua's numbers are doubles, exact only below
-// 2^53, while algo computes in 128-bit integers (a count up to 10^9 times a
-// time in nanoseconds up to 2^62). The script holds times as pairs of
-// doubles (seconds and nanoseconds), works in exact doubles relative to
-// now when a policy's products fit in 2^50 (every usual policy), and
-// otherwise, or when a clock has stepped back by weeks, in big integers of
-// five limbs: no decision loses exactness anywhere within algo's bounds.
+// 2^53, while algo computes in 128-bit integers (a count up to 10^15 times
+// a time in nanoseconds up to 2^63). The script holds counts as doubles
+// (at most 2*10^15, exact), times as pairs of doubles (seconds and
+// nanoseconds), works in exact doubles relative to now when a policy's
+// products fit in 2^50 (every usual policy), and otherwise (byte rates of
+// gigabytes, say), or when a clock has stepped back by weeks, in big
+// integers of six limbs: no decision loses exactness anywhere within
+// algo's bounds.
 //
 // # Functions and scripts
 //

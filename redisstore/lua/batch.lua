@@ -230,7 +230,7 @@ local bigs, nbig = {}, 0
 local function out(d)
   if d == nil then return -1 end
   if type(d) == 'table' then
-    if d[4] == 0 and d[5] == 0 and d[3] < 8000 then return tonum(d) end
+    if d[4] == 0 and d[5] == 0 and d[6] == 0 and d[3] < 8000 then return tonum(d) end
     nbig = nbig + 1
     bigs[nbig] = str(d)
     return -2
@@ -251,7 +251,7 @@ local function parsePolicy(w)
   local a, l, per, b = string.match(w, '^(%d) (%d+) (%d+) (%d+)$')
   if a == nil then error('floodgate: bad policy ' .. w) end
   local p = {alg = tonumber(a), limit = tonumber(l), period = big(per), burst = tonumber(b)}
-  p.bp = mulsmall(p.period, p.burst)
+  p.bp = mulnum(p.period, p.burst)
   local pn, bpn = tonum(p.period), tonum(p.bp)
   if pn <= FAST then
     -- PERIOD small: a fixed window's and a log's fast paths need no more.
@@ -308,7 +308,7 @@ local function commit(key, s, mode, minTTL)
       if d then
         ms = ceil(d / MS)
       else
-        ms = tonum(ceildivsmall(sub(pbig(rh, rl), pbig(nh, nl)), MS))
+        ms = tonum(ceildivnum(sub(pbig(rh, rl), pbig(nh, nl)), MS))
       end
       if ms < minTTL then ms = minTTL end
       cmd = 'PX'

@@ -9,24 +9,24 @@ local function bucketExact(p, s, nh, nl, n)
   local limit = p.limit
   local frac = s.x
   if frac >= limit then frac = limit - 1 end
-  local tl = mulsmall(pbig(nh, nl), limit)
-  local tat = add(mulsmall(pbig(s.th, s.tl), limit), num(frac))
+  local tl = mulnum(pbig(nh, nl), limit)
+  local tat = add(mulnum(pbig(s.th, s.tl), limit), num(frac))
   local wait = ZERO
   if cmp(tl, tat) < 0 then wait = sub(tat, tl) end
-  local after = add(wait, mulsmall(p.period, n))
+  local after = add(wait, mulnum(p.period, n))
   local function remaining(w) -- floor((tau - w)/T), at least 0
     if cmp(p.bp, w) < 0 then return 0 end
     return (divq(sub(p.bp, w), p.period))
   end
   if n > 0 and cmp(after, p.bp) <= 0 then
-    local t, f = divsmall(add(tl, after), limit)
+    local t, f = divnum(add(tl, after), limit)
     s.th, s.tl = bigp(t)
     s.x = f
-    return true, remaining(after), 0, ceildivsmall(after, limit)
+    return true, remaining(after), 0, ceildivnum(after, limit)
   end
   local retry = 0
-  if n > 0 then retry = ceildivsmall(sub(after, p.bp), limit) end
-  return n == 0, remaining(wait), retry, ceildivsmall(wait, limit)
+  if n > 0 then retry = ceildivnum(sub(after, p.bp), limit) end
+  return n == 0, remaining(wait), retry, ceildivnum(wait, limit)
 end
 
 -- bucketFast is bucket's fast path on a state's numbers, in doubles,
@@ -75,17 +75,17 @@ end
 local function refundBucket(p, s, st, nh, nl, n)
   local limit = p.limit
   if st.frac >= limit then return end
-  local tl = mulsmall(pbig(nh, nl), limit)
-  local tatR = add(mulsmall(pbig(st.th, st.tl), limit), num(st.frac))
+  local tl = mulnum(pbig(nh, nl), limit)
+  local tatR = add(mulnum(pbig(st.th, st.tl), limit), num(st.frac))
   if cmp(tl, tatR) >= 0 then return end
   local held = sub(tatR, tl)
-  local span = mulsmall(p.period, n)
+  local span = mulnum(p.period, n)
   if cmp(span, held) < 0 then held = span end
-  local tat = add(mulsmall(pbig(s.th, s.tl), limit), num(s.x))
+  local tat = add(mulnum(pbig(s.th, s.tl), limit), num(s.x))
   if cmp(held, tat) >= 0 then return end
   tat = sub(tat, held)
   if cmp(tat, tl) < 0 then tat = tl end
-  local t, f = divsmall(tat, limit)
+  local t, f = divnum(tat, limit)
   s.th, s.tl = bigp(t)
   s.x = f
 end

@@ -94,7 +94,7 @@ local function slidingExact(p, s, now, n)
   elseif c < 0 then -- the clock stepped back: the stored window's start
     start, at, cur, prev = s.t, s.t, s.x, s.y
   end
-  local weighted = mulsmall(sub(period, sub(at, start)), prev)
+  local weighted = mulnum(sub(period, sub(at, start)), prev)
   local function remaining(cur) -- LIMIT - cur - ceil(weighted/PERIOD), at least 0
     local q, r = divq(weighted, period)
     if not iszero(r) then q = q + 1 end
@@ -103,9 +103,9 @@ local function slidingExact(p, s, now, n)
     return rem
   end
   local function room(r, weight) -- floor(r*PERIOD/weight)
-    return (divsmall(mulsmall(period, r), weight))
+    return (divnum(mulnum(period, r), weight))
   end
-  if n > 0 and cmp(add(weighted, mulsmall(period, cur + n)), p.bp) <= 0 then
+  if n > 0 and cmp(add(weighted, mulnum(period, cur + n)), p.bp) <= 0 then
     s.t, s.x, s.y = start, cur + n, prev
     return true, remaining(cur + n), 0, sub(add(start, add(period, period)), now)
   end
