@@ -18,8 +18,9 @@ import (
 // DifferentialPolicies are the policies Differential draws from: every
 // algorithm at the bounds of package algo, where a store that computes
 // otherwise (Lua's doubles, say) would lose exactness: periods up to 366
-// days (beyond 2^53 ns), limits up to 10^9, bursts that take years to
-// drain, periods of a few nanoseconds.
+// days (beyond 2^53 ns), limits and bursts up to 10^15 (beyond 2^32, and
+// products beyond 2^100), bursts that take years to drain, periods of a few
+// nanoseconds.
 var DifferentialPolicies = []string{
 	"token-bucket 3/1s burst=5",
 	"token-bucket 1000000000/1s",
@@ -39,6 +40,17 @@ var DifferentialPolicies = []string{
 	"fixed-window 5/8784h",
 	"fixed-window 1000000000/1s",
 	"fixed-window 2/3ns",
+	"token-bucket 1250000000/1s burst=4294967296",
+	"token-bucket 1000000000000000/8784h",
+	"token-bucket 999999999999989/1ns burst=1000000000000000",
+	"leaky-bucket 1000000000000000/1s capacity=999999999999999",
+	"leaky-bucket 4294967297/1s",
+	"sliding-log 1000000000000000/1s",
+	"sliding-window 1000000000000000/8784h",
+	"sliding-window 999999999999999/1s",
+	"sliding-window 4294967295/3ns",
+	"fixed-window 1000000000000000/8784h",
+	"fixed-window 4294967296/1s",
 }
 
 // Traces returns n random traces of size bytes each for Differential,
@@ -134,6 +146,12 @@ type differential struct {
 	resetAt map[slot]int64      // when each key last drained, by a peek
 }
 
+// refBytes is the memory store's bound in Differential: enough that it
+// takes a sliding log of LIMIT 10^15 (algo.MaxLimit), which the default
+// refuses as a log that could outgrow its memory. The traces' few keys
+// never come near it.
+var refBytes = memstore.MaxBytes(1 << 60)
+
 // newDifferential draws a trace's two policies and its start from src and
 // opens their tables in a new memory store and in st.
 func newDifferential(t testing.TB, st store.Store, src *source) *differential {
@@ -142,7 +160,7 @@ func newDifferential(t testing.TB, st store.Store, src *source) *differential {
 		t:       t,
 		ctx:     context.Background(),
 		src:     src,
-		mem:     memstore.New(0),
+		mem:     memstore.New(0, refBytes),
 		st:      st,
 		pols:    drawPolicies(src),
 		stamps:  map[slot]algo.Stamp{},

@@ -3,6 +3,7 @@ package storetest
 import (
 	"flag"
 	"fmt"
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"os"
@@ -17,7 +18,8 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/vectors.txt from package algo")
 
 // vectorPolicies are the policies of the golden vectors: every algorithm,
-// emission intervals that are not whole nanoseconds, long periods.
+// emission intervals that are not whole nanoseconds, long periods, and
+// counts past 32 bits up to algo.MaxLimit (a 10 Gbit/s link's bytes).
 var vectorPolicies = []string{
 	"token-bucket 3/1s burst=5",
 	"token-bucket 7/2s burst=7",
@@ -30,6 +32,12 @@ var vectorPolicies = []string{
 	"sliding-window 10/1h",
 	"fixed-window 3/1s",
 	"fixed-window 100/24h",
+	"token-bucket 1250000000/1s burst=4294967296",
+	"leaky-bucket 1000000000000000/1h capacity=999999999999999",
+	"sliding-log 524288/1s",
+	"sliding-window 1000000000000000/8784h",
+	"sliding-window 4294967296/7ms",
+	"fixed-window 1000000000000000/1s",
 }
 
 // genVectors decides a random trace for each policy with package algo,
@@ -63,6 +71,9 @@ func genVectors() []Vector {
 					n = p.Burst() + 1
 				default:
 					n = 1 + rng.Int64N(min(p.Burst(), 3))
+					if p.Burst() > math.MaxUint32 { // costs of every size
+						n = 1 + rng.Int64N(p.Burst())
+					}
 				}
 				st := states[key]
 				if st == nil {
