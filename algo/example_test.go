@@ -1,6 +1,7 @@
 package algo_test
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -78,4 +79,42 @@ func ExampleParsePolicy() {
 	// leaky-bucket 1/1h capacity=20: leaky-bucket, 1 per 1h0m0s, bursts of 20
 	// sliding-window 100/1m: sliding-window, 100 per 1m0s, bursts of 100
 	// invalid policy "token-bucket 0/1s": limit 0 is less than 1
+}
+
+// A 10 Gbit/s link's bytes: 1.25*10^9 bytes per second with bursts of
+// 4 GiB. Each event is a packet or a transfer whose cost is its size in
+// bytes; times are supplied, so the arithmetic is the same in a test, a
+// trace or a service, exact to the byte and the nanosecond.
+func ExamplePolicy_Decide_bytes() {
+	p, err := algo.ParsePolicy("token-bucket 1250000000/1s burst=4294967296")
+	if err != nil {
+		panic(err)
+	}
+	var s algo.State
+	sec := int64(time.Second)
+	for _, e := range []struct{ at, bytes int64 }{
+		{0, 4 << 30},               // a 4 GiB burst: the whole bucket
+		{0, 1500},                  // one more packet: wait for 1500 bytes to drain
+		{sec, 1_250_000_000},       // a second later, a second's worth
+		{sec, 1},                   // and not a byte more
+		{5 * sec, 3_000_000_000},   // four seconds on: 3 GB fit again
+		{5 * sec, 3_000_000_000},   // twice does not
+		{100 * sec, 5_000_000_000}, // more than the burst, never
+	} {
+		d, err := p.Decide(&s, e.at, e.bytes)
+		retry := d.RetryAfter.String()
+		if errors.Is(err, algo.ErrCostExceedsBurst) {
+			retry = "never"
+		}
+		fmt.Printf("%4v %10d bytes: allowed=%-5v remaining=%10d retry after %v\n",
+			time.Duration(e.at), e.bytes, d.Allowed, d.Remaining, retry)
+	}
+	// Output:
+	//   0s 4294967296 bytes: allowed=true  remaining=         0 retry after 0s
+	//   0s       1500 bytes: allowed=false remaining=         0 retry after 1.2µs
+	//   1s 1250000000 bytes: allowed=true  remaining=         0 retry after 0s
+	//   1s          1 bytes: allowed=false remaining=         0 retry after 1ns
+	//   5s 3000000000 bytes: allowed=true  remaining=1294967296 retry after 0s
+	//   5s 3000000000 bytes: allowed=false remaining=1294967296 retry after 1.364026164s
+	// 1m40s 5000000000 bytes: allowed=false remaining=4294967296 retry after never
 }
