@@ -5,7 +5,8 @@
 //
 // A Store holds a table per limiter (a name and a policy), each split in
 // shards, each shard a map from keys to their states (a compact algo.Cell,
-// or an algo.State for a sliding log) under a mutex. Deciding on a key it
+// or an algo.State for a sliding log or a LIMIT above 2^32-1, see
+// algo.Policy.Compact) under a mutex. Deciding on a key it
 // holds takes that one mutex and allocates nothing. Apply locks the shards
 // of all its ops' keys in one global order, so batches on any keys never
 // deadlock, decides each op with store.Op.Carry, and puts every state back
