@@ -35,6 +35,8 @@ func FuzzParseConfig(f *testing.F) {
 	for _, s := range []string{everyFeature, matching, basics, configA, laughs(), "", "domain: x\n", "domain: [\n", "- a\n", "domain: a\ndescriptors:\n  - key: k\n    <<: {value: v}\n",
 		"domain: w\ndescriptors:\n  - key: k\n    value: a*b**c*\n    share_threshold: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
 		"domain: w\ndescriptors:\n  - key: k*\n    value: '*'\n    rate_limit: {unit: second, requests_per_unit: 0}\n",
+		"domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4294967295}\n  - key: j\n    rate_limit: {unit: second, requests_per_unit: 1250000000, algorithm: token-bucket, burst: 1000000000000000}\n",
+		"domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4294967296}\n",
 		"domain: q\ndescriptors:\n  - key: k\n    quota_mode: on\n    rate_limit: {unit: hour, requests_per_unit: 2}\n    metadata: &m {a: [1, 0x2, .inf, ~, {b: yes}]}\n  - key: j\n    metadata: {<<: *m, c: \"d\"}\n",
 	} {
 		f.Add([]byte(s))

@@ -500,6 +500,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(testConfig))
 	f.Add([]byte("policies: {a: fixed-window 1/1s}\nsnapshot: {interval: 1s}"))
 	f.Add([]byte("tls: {cert_file: a, key_file: b}"))
+	f.Add([]byte("policies: {bytes: token-bucket 1250000000/1s burst=4294967296, most: fixed-window 1000000000000000/1s}"))
+	f.Add([]byte("policies: {over: fixed-window 1000000000000001/1s}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig(data, "")
 		if err != nil {
@@ -518,7 +520,8 @@ func FuzzParseConfig(f *testing.F) {
 // 5xx or a panic.
 func FuzzCheckBody(f *testing.F) {
 	for _, s := range []string{`{"policy":"global","key":"k"}`, `{"checks":[{"policy":"login","key":"a","cost":2}],"mode":"each"}`,
-		`{"policy_text":"sliding-window 3/1s","key":"x","cost":0}`, `{"key":"k","cost":1e3}`} {
+		`{"policy_text":"sliding-window 3/1s","key":"x","cost":0}`, `{"key":"k","cost":1e3}`,
+		`{"policy_text":"token-bucket 1250000000/1s burst=4294967296","key":"link","cost":4294967296}`} {
 		f.Add([]byte(s))
 	}
 	cfg, err := ParseConfig([]byte(testConfig), "")
