@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/clock"
 )
 
 // NumKeys is the number of keys of the keyed scenarios.
@@ -143,6 +145,26 @@ func BenchmarkOneKey(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkClock: the clock reads under the one-key figures, measured in
+// the same run: time.Now, which x/time/rate and uber read on each
+// decision, and floodgate's default clock (clock.UnixNano). cmd/ratios
+// subtracts each from the serial one-key figures of the peers that read it
+// (ClockReads).
+func BenchmarkClock(b *testing.B) {
+	var sink int64
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			sink += time.Now().UnixNano()
+		}
+	})
+	b.Run("floodgate", func(b *testing.B) {
+		for b.Loop() {
+			sink += clock.UnixNano()
+		}
+	})
+	runtime.KeepAlive(sink)
 }
 
 // BenchmarkKeys1M: calls on keys picked at random among 1,000,000, all of

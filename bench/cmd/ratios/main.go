@@ -139,6 +139,7 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 	printRatios(w, s, base)
 	printCommands(w, s)
 	printOverheads(w, s)
+	printFloors(w, s)
 	printMedians(w, s, base)
 	peers, warnings := peersAndWarnings(s)
 	fmt.Fprintf(w, "\nPeers\n")
@@ -161,7 +162,7 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 func printRatios(w io.Writer, s *Summary, base string) {
 	var costs []Ratio
 	for _, r := range s.Ratios(base, Units) {
-		if !reportsRate(s, r.Scenario, base) {
+		if !reportsRate(s, r.Scenario, base) && r.Scenario != bench.ClockScenario {
 			costs = append(costs, r)
 		}
 	}

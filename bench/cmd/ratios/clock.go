@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/floodgate/floodgate/bench"
+)
+
+// A Floor is a peer's serial one-key median less the median of its clock
+// read (bench.ClockReads) in the same run: what it spends above the clock.
+type Floor struct {
+	Scenario, Peer, Clock string
+	Median, Read          float64 // ns/op medians: the decision's, the clock read's
+}
+
+// Above returns what the peer spends above its clock read, in ns.
+func (f Floor) Above() float64 { return f.Median - f.Read }
+
+// Floors returns the floors of every peer with a known clock read in each
+// serial one-key scenario, when the run measured that read
+// (bench.ClockScenario).
+func Floors(s *Summary) []Floor {
+	var out []Floor
+	for _, sc := range s.Scenarios {
+		if !strings.HasPrefix(sc, "OneKey/") || !strings.HasSuffix(sc, "/serial") {
+			continue
+		}
+		for _, p := range s.Peers[sc] {
+			clock, ok := bench.ClockReads[p]
+			if !ok {
+				continue
+			}
+			v, ok1 := s.Median(sc, p, "ns/op")
+			read, ok2 := s.Median(bench.ClockScenario, clock, "ns/op")
+			if ok1 && ok2 {
+				out = append(out, Floor{sc, p, clock, v, read})
+			}
+		}
+	}
+	return out
+}
+
+// printFloors writes the floors, if there are any.
+func printFloors(w io.Writer, s *Summary) {
+	rows := [][]string{{"scenario", "peer", "clock", "ns/op", "clock ns/op", "above the clock"}}
+	for _, f := range Floors(s) {
+		rows = append(rows, []string{f.Scenario, f.Peer, f.Clock,
+			FormatValue(f.Median), FormatValue(f.Read), FormatValue(f.Above())})
+	}
+	if len(rows) == 1 {
+		return
+	}
+	fmt.Fprintf(w, "\nAbove the clock: each peer's serial one-key median less its clock read's (BenchmarkClock: "+
+		"floodgate's default clock, or time.Now), in the same run.\n\n")
+	writeTable(w, rows, 3)
+}
