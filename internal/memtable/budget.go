@@ -10,7 +10,8 @@ import (
 
 // Budget bounds the bytes held by the Tables that share it. It counts what
 // they allocate as the Go allocator rounds it (see allocBytes): slot
-// arrays, keys' bytes, sliding logs, shadows and each Table's own shards.
+// arrays, arenas of long keys, sliding logs, shadows and each Table's own
+// shards.
 // It is safe for concurrent use.
 //
 // A Table makes room before it allocates: a new key, a shard's growth or a
@@ -73,7 +74,7 @@ func (b *Budget) add(n int64) { b.held.Add(n) }
 // 32, 149 and 1,012 bytes and with sliding-log keys, and make thousands
 // of Tables of one key; compare the growth of runtime.MemStats.HeapAlloc
 // after runtime.GC (live objects, each as its size class rounds it) with
-// the growth of Held. Keys and slots match within 0.2%, sliding logs
+// the growth of Held. Slots and arenas match within 0.2%, sliding logs
 // within 3%; a Table counts its shards' smallest shadows (256 bytes each)
 // before its first eviction allocates them. HeapInuse, which counts whole
 // spans, can be twice as much under a flood of evictions: see memstore.
@@ -129,13 +130,13 @@ func allocPtrBytes(n int64) int64 {
 	return allocBytes(n)
 }
 
-// keyBytes is what a key of n bytes held by a Table costs: its bytes.
+// keyBytes is what a sliding-log key of n bytes costs: its bytes.
 func keyBytes(n int) int64 { return allocBytes(int64(n)) }
 
 // slotsBytes is what a shard's slot array of size slots costs: its tags
-// and its slots, two allocations.
+// and its slots, two allocations without pointers.
 func slotsBytes(size int) int64 {
-	return allocBytes(int64(size)) + allocPtrBytes(int64(size)*int64(unsafe.Sizeof(slot{})))
+	return allocBytes(int64(size)) + allocBytes(int64(size)*int64(unsafe.Sizeof(slot{})))
 }
 
 // logBytes is what a sliding-log key holds: its map entry, its key's
@@ -240,6 +241,7 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 	}
 	t.b.add(-sh.bytes())
 	sh.tags, sh.slots, sh.shadow, sh.logs, sh.n, sh.reserved = nil, nil, nil, nil, 0, false
+	sh.arena, sh.dead = nil, 0
 }
 
 // bytes is what sh holds, as its Table's Budget counts it.
@@ -251,11 +253,7 @@ func (sh *shard) bytes() int64 {
 	if sh.shadow != nil {
 		n += shadowExtra(len(sh.shadow))
 	}
-	for i, tag := range sh.tags {
-		if tag != 0 {
-			n += keyBytes(len(sh.slots[i].key))
-		}
-	}
+	n += arenaBytes(cap(sh.arena))
 	for k, s := range sh.logs {
 		n += logBytes(k, s)
 	}

@@ -228,3 +228,31 @@ func TestBudgetConcurrent(t *testing.T) {
 		t.Fatalf("%d bytes counted, budget %d", most.Load(), budget)
 	}
 }
+
+// TestShed: shedding a few bytes from a table of short keys (held in their
+// slots, so that evicting one frees nothing until the slots shrink) evicts
+// only the keys that a smaller slot array cannot hold, and frees at least
+// what was asked; the count stays exact.
+func TestShed(t *testing.T) {
+	b := NewBudget(math.MaxInt64)
+	tb := New(algo.MustParsePolicy("token-bucket 2/1h"), 1<<20, 1, b)
+	for i := range 10_000 {
+		tb.Decide(fmt.Sprint("k", i), 1, 1)
+	}
+	before := tb.Stats().Keys
+	const need = 4 << 10
+	if freed := tb.Shed(need); freed < need {
+		t.Fatalf("Shed(%d) freed %d bytes", need, freed)
+	}
+	st := tb.Stats()
+	t.Logf("%d keys before, %+v after", before, st)
+	if st.Keys < before*3/4 || uint64(before-st.Keys) != st.Evictions {
+		t.Fatalf("Shed(%d) left %d of %d keys (stats %+v)", need, st.Keys, before, st)
+	}
+	if counted(tb) != b.Held() {
+		t.Fatalf("the Budget counts %d bytes, the table holds %d", b.Held(), counted(tb))
+	}
+	if freed := tb.Shed(math.MaxInt64); tb.Stats().Keys != 0 || freed <= 0 || counted(tb) != b.Held() {
+		t.Fatalf("Shed(all) freed %d, left %+v; counted %d, held %d", freed, tb.Stats(), counted(tb), b.Held())
+	}
+}

@@ -35,7 +35,7 @@ func (t *Table) AppendEntries(dst []Entry, i int, now int64) []Entry {
 		}
 		s := sh.slots[j].c.State(alg)
 		if t.p.ResetAt(&s) > now {
-			dst = append(dst, Entry{Key: sh.slots[j].key, State: s})
+			dst = append(dst, Entry{Key: string(sh.keyOf(&sh.slots[j])), State: s})
 		}
 	}
 	return dst

@@ -3,7 +3,8 @@
 // mutex, with bounded memory.
 //
 // A token-bucket, leaky-bucket, fixed-window or sliding-window key takes one
-// 32-byte slot (its key's string header and an algo.Cell) in an
+// 32-byte slot without pointers (an algo.Cell, and its key: in the slot up
+// to 15 bytes, else in an arena of the shard's long keys) in an
 // open-addressing table with linear probing, plus one tag byte; deciding on
 // an existing key hashes the key once, probes, and allocates nothing. A
 // sliding-log key keeps its log, in a Go map, and so does a key of a policy
@@ -329,12 +330,9 @@ type shard struct {
 	rnd       uint64 // eviction sampling
 	last      int64  // the latest time of an op on the shard
 	bits      uint   // log2 of the number of shards
+	arena     []byte // the bytes of keys longer than inlineMax
+	dead      int    // bytes of arena whose keys were removed
 	_         [64]byte
-}
-
-type slot struct {
-	key string
-	c   algo.Cell
 }
 
 const minSlots = 8
@@ -373,7 +371,7 @@ func (sh *shard) find(h uint64, key string) (int, bool) {
 		case 0:
 			return i, false
 		case tag:
-			if sh.slots[i].key == key {
+			if sh.is(&sh.slots[i], key) {
 				return i, true
 			}
 		}
@@ -400,7 +398,7 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 		if full && (sh.n+1)*16 > size*13 {
 			size = max(size*5/4, minSlots)
 		}
-		if t.b.Take(keyBytes(len(key)) + slotsBytes(size) - slotsBytes(len(sh.tags)) + sh.reserve()) {
+		if t.b.Take(sh.arenaGrowth(len(key)) + slotsBytes(size) - slotsBytes(len(sh.tags)) + sh.reserve()) {
 			if size != len(sh.tags) {
 				t.resize(sh, size)
 			}
@@ -417,7 +415,8 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 	}
 	i, _ := sh.find(h, key)
 	sh.tags[i] = tagOf(h)
-	sh.slots[i] = slot{key: strings.Clone(key), c: c} // hold key's bytes, not a buffer it is part of
+	sh.slots[i].c = c
+	sh.setKey(&sh.slots[i], key) // a copy of key's bytes, not a buffer it is part of
 	sh.n++
 }
 
@@ -461,15 +460,12 @@ func (t *Table) Shed(need int64) int64 {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		for !t.closed.Load() && freed < need && sh.n+len(sh.logs) > 0 {
-			if t.log {
+		if !t.closed.Load() && t.log {
+			for freed < need && len(sh.logs) > 0 {
 				freed += t.evictLog(sh, sh.last)
-			} else {
-				freed += t.evict(sh, sh.last)
 			}
-		}
-		if !t.closed.Load() && !t.log {
-			freed += t.shrink(sh)
+		} else if !t.closed.Load() {
+			freed += t.shedSlots(sh, need-freed)
 		}
 		sh.mu.Unlock()
 		if freed >= need {
@@ -479,9 +475,28 @@ func (t *Table) Shed(need int64) int64 {
 	return freed
 }
 
+// shedSlots evicts keys of sh until resizing its slots to fit the keys
+// left frees, with what the evictions freed, need bytes, or it holds no
+// key; then resizes them, and returns the bytes freed. Evicting a key held
+// in its slot frees nothing until the slots shrink.
+func (t *Table) shedSlots(sh *shard, need int64) int64 {
+	var freed int64
+	fit := func() int { return max(sh.n*8/7+1, minSlots) }
+	for sh.n > 0 && freed+slotsBytes(len(sh.tags))-slotsBytes(fit()) < need {
+		freed += t.evict(sh, sh.last)
+	}
+	if old := len(sh.tags); old > fit() {
+		t.resize(sh, fit())
+		d := slotsBytes(old) - slotsBytes(len(sh.tags))
+		t.b.add(-d)
+		freed += d
+	}
+	return freed
+}
+
 // evict drops, of a sample of keys, the one whose state drains first (a
-// drained one if the sample has one, which costs nothing), and returns its
-// key's bytes.
+// drained one if the sample has one, which costs nothing), and returns the
+// bytes that freed (see remove).
 func (t *Table) evict(sh *shard, now int64) int64 {
 	const sample = 8
 	alg := t.p.Algorithm()
@@ -502,25 +517,25 @@ func (t *Table) evict(sh *shard, now int64) int64 {
 	if best < 0 {
 		return 0
 	}
-	key := sh.slots[best].key
 	if bestAt <= now {
 		sh.drained++
 	} else {
 		s := sh.slots[best].c.State(alg)
-		t.forget(sh, t.Hash(key), &s, now)
+		t.forget(sh, t.hashOf(sh, best), &s, now)
 	}
-	sh.remove(best, t)
-	return keyBytes(len(key))
+	return sh.remove(best, t)
 }
 
-// remove empties slot i and shifts later keys of its probe run back.
-func (sh *shard) remove(i int, t *Table) {
+// remove empties slot i and shifts later keys of its probe run back, and
+// returns the bytes that freed: a long key's, when its arena is compacted.
+func (sh *shard) remove(i int, t *Table) int64 {
 	size := len(sh.tags)
-	t.b.add(-keyBytes(len(sh.slots[i].key)))
+	freed := sh.dropKey(&sh.slots[i])
+	t.b.add(-freed)
 	sh.tags[i], sh.slots[i] = 0, slot{}
 	sh.n--
 	for j := next(i, size); sh.tags[j] != 0; j = next(j, size) {
-		home := home(sh.local(t.Hash(sh.slots[j].key)), size)
+		home := home(sh.local(t.hashOf(sh, j)), size)
 		// Move j to the hole i if its home is not in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
 			sh.tags[i], sh.slots[i] = sh.tags[j], sh.slots[j]
@@ -528,6 +543,7 @@ func (sh *shard) remove(i int, t *Table) {
 			i = j
 		}
 	}
+	return freed
 }
 
 func (t *Table) resize(sh *shard, size int) {
@@ -537,7 +553,7 @@ func (t *Table) resize(sh *shard, size int) {
 		if tag == 0 {
 			continue
 		}
-		j := home(sh.local(t.Hash(slots[i].key)), size)
+		j := home(sh.local(maphash.Bytes(t.seed, sh.keyOf(&slots[i]))), size)
 		for sh.tags[j] != 0 {
 			j = next(j, size)
 		}
