@@ -146,19 +146,21 @@ func logBytes(key string, s *algo.State) int64 {
 }
 
 // fixedBytes is what a Table of n shards costs whatever it holds: the
-// Table and its shards.
+// Table, its shards, and their smallest shadows.
 func fixedBytes(n int) int64 {
-	return allocPtrBytes(tableBytes) + allocPtrBytes(int64(n)*shardBytes)
+	return allocPtrBytes(tableBytes) + allocPtrBytes(int64(n)*shardBytes) + int64(n)*shadowBytes(minShadowSlots)
 }
 
-// shadowBytes is what a shadow of size slots costs. A shard counts one of
-// minShadowSlots from its first key on (shard.reserved), though it
-// allocates it at its first eviction, so that an eviction never lacks the
-// bytes for one; a larger one is counted when allocated.
+// shadowBytes is what a shadow of size slots costs. A shard's shadow of
+// minShadowSlots is counted when New makes its Table, though it is
+// allocated at the shard's first eviction, so that an eviction never lacks
+// the bytes for one, even the eviction of a shard's first key, which a
+// full Budget keeps in the shadow alone; a larger one is counted when
+// allocated.
 func shadowBytes(size int) int64 { return allocBytes(int64(size) * shadowSlotBytes) }
 
 // shadowExtra is what a shadow of size slots costs beyond the one of
-// minShadowSlots that a shard counts from its first key on.
+// minShadowSlots that New counts for each shard.
 func shadowExtra(size int) int64 { return shadowBytes(size) - shadowBytes(minShadowSlots) }
 
 // Close frees t if it holds no state that has not drained at the latest
@@ -240,16 +242,13 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.p.Forget(all, &s, last)
 	}
 	t.b.add(-sh.bytes())
-	sh.tags, sh.slots, sh.shadow, sh.logs, sh.n, sh.reserved = nil, nil, nil, nil, 0, false
+	sh.tags, sh.slots, sh.shadow, sh.logs, sh.n = nil, nil, nil, nil, 0
 	sh.arena, sh.dead = nil, 0
 }
 
 // bytes is what sh holds, as its Table's Budget counts it.
 func (sh *shard) bytes() int64 {
 	n := slotsBytes(len(sh.tags))
-	if sh.reserved {
-		n += shadowBytes(minShadowSlots)
-	}
 	if sh.shadow != nil {
 		n += shadowExtra(len(sh.shadow))
 	}

@@ -114,7 +114,7 @@ func Cost(maxKeys, shards int) int64 {
 	for n*2 <= shards && n*2*minShardKeys <= max(maxKeys, 1) {
 		n *= 2
 	}
-	return fixedBytes(n) + shadowBytes(minShadowSlots) + slotsBytes(minSlots)
+	return fixedBytes(n) + slotsBytes(minSlots)
 }
 
 // Policy returns the table's policy.
@@ -231,13 +231,9 @@ func (t *Table) recall(sh *shard, h uint64, now int64) algo.State {
 // drained, to sh's shadow.
 func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
 	if sh.shadow == nil {
-		if !sh.reserved { // a first key while the Budget has no room
-			t.b.add(shadowBytes(minShadowSlots))
-			sh.reserved = true
-		}
 		n := t.shadowN
 		if !t.b.Take(shadowExtra(n)) {
-			n = minShadowSlots // counted since the shard's first key
+			n = minShadowSlots // counted since New
 		}
 		sh.shadow = make([]algo.Shadow, n)
 	}
@@ -323,7 +319,6 @@ type shard struct {
 	max       int // most keys this shard may hold
 	logs      map[string]*algo.State
 	shadow    []algo.Shadow // states of evicted keys, by hash; nil until one is
-	reserved  bool          // the smallest shadow is counted: see shadowBytes
 	logSweep  int           // sweep logs when they reach this many keys
 	drained   uint64
 	evictions uint64
@@ -398,11 +393,10 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 		if full && (sh.n+1)*16 > size*13 {
 			size = max(size*5/4, minSlots)
 		}
-		if t.b.Take(sh.arenaGrowth(len(key)) + slotsBytes(size) - slotsBytes(len(sh.tags)) + sh.reserve()) {
+		if t.b.Take(sh.arenaGrowth(len(key)) + slotsBytes(size) - slotsBytes(len(sh.tags))) {
 			if size != len(sh.tags) {
 				t.resize(sh, size)
 			}
-			sh.reserved = true
 			break
 		}
 		if sh.n == 0 {
@@ -569,24 +563,14 @@ func (t *Table) insertLog(sh *shard, key string, s *algo.State, now int64) {
 	if len(sh.logs) >= sh.max {
 		t.evictLog(sh, now)
 	}
-	for !t.b.Take(logBytes(key, s) + sh.reserve()) {
+	for !t.b.Take(logBytes(key, s)) {
 		if len(sh.logs) == 0 {
 			t.forget(sh, t.Hash(key), s, now) // keep the state in the shadow
 			return
 		}
 		t.evictLog(sh, now)
 	}
-	sh.reserved = true
 	sh.logs[strings.Clone(key)] = s
-}
-
-// reserve returns the bytes of the smallest shadow if sh has not counted
-// them yet: its first key does.
-func (sh *shard) reserve() int64 {
-	if sh.reserved {
-		return 0
-	}
-	return shadowBytes(minShadowSlots)
 }
 
 // relog counts the bytes of sliding-log key, whose state s changed and
