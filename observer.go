@@ -21,7 +21,8 @@ import (
 // error; a limiter in dry-run mode is decided, and observes its own
 // decision, only when the others admitted. A Wait is observed when it returns, admitted (d.Allowed, and no
 // more of d) or with its error (ErrWaitTooLong and ErrQueueFull are
-// refusals); one that ends because its context did is not observed.
+// refusals); Delay is observed with the decision it returns. One that
+// ends because its context did is not observed.
 // Peeks (a cost of 0) are observed like any decision; Reset is not.
 //
 // Observe must be safe for concurrent use, fast (it adds to every

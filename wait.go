@@ -2,6 +2,7 @@ package floodgate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -43,21 +44,61 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		_, err := l.AllowN(ctx, key, n) // observed there
 		return err
 	}
-	err := l.waitN(ctx, key, n)
+	_, err := l.waitN(ctx, key, n, 0)
 	l.observeWait(ctx, err)
 	return err
 }
 
-// waitN is WaitN out of dry-run mode, unobserved.
-func (l *Limiter) waitN(ctx context.Context, key string, n int64) error {
+// Delay is WaitN for front-ends that answer a request once it has waited
+// its turn (packages httplimit and grpclimit shape requests with it): it
+// waits like WaitN, bounded by maxWait as well as by the limiter's maximum
+// wait and the context's deadline (maxWait 0 adds no bound), and returns
+// the Decision, so that the answer can say where the key stands.
+//
+// An admitted request, at once or after its wait, gets an admission as of
+// the moment Delay returns: Remaining and ResetAfter count from then, the
+// requests queued behind it included (after a wait, Delay reads the key
+// again), and a request that waited leaves Remaining 0, having been
+// admitted at the first instant it fitted. A request refused at once because its wait would pass
+// a bound (WaitN's ErrWaitTooLong) gets a denial whose RetryAfter is the
+// shortest wait after which it would be admitted within the bounds; one
+// refused because the key's queue is full (ErrQueueFull), a denial whose
+// RetryAfter is the time until the key is back to its initial state. Both
+// come with a nil error: a denial is a decision. The errors are WaitN's
+// others: algo.ErrCostExceedsBurst, with a denial at algo.Never; a store's
+// failure, with what the store decided; and the context's error, when it
+// is done while the request waits, once the units are given back. In
+// dry-run mode Delay is AllowN.
+func (l *Limiter) Delay(ctx context.Context, key string, n int64, maxWait time.Duration) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return l.report(algo.Decision{}), err
+	}
+	if l.dryRun {
+		return l.AllowN(ctx, key, n) // observed there
+	}
+	d, err := l.waitN(ctx, key, n, maxWait)
+	if errors.Is(err, ErrWaitTooLong) || errors.Is(err, ErrQueueFull) {
+		err = nil
+	}
+	if l.obs != nil && (ctx.Err() == nil || !errors.Is(err, ctx.Err())) {
+		l.obs.Observe(d, err)
+	}
+	return d, err
+}
+
+// waitN is WaitN out of dry-run mode, unobserved, with maxWait as a bound
+// of its own when positive; it returns the Decision Delay returns.
+func (l *Limiter) waitN(ctx context.Context, key string, n int64, maxWait time.Duration) (Decision, error) {
 	q, err := l.join(key)
 	if err != nil {
-		return err
+		return l.queueFull(ctx, key), err
 	}
 	defer l.leave(key, q)
-	budget := l.maxWait
-	if budget <= 0 {
-		budget = forever
+	budget := forever
+	for _, b := range []time.Duration{l.maxWait, maxWait} {
+		if b > 0 {
+			budget = min(budget, b)
+		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		budget = min(budget, time.Until(dl))
@@ -73,26 +114,36 @@ func (l *Limiter) waitN(ctx context.Context, key string, n int64) error {
 // forever is a wait with no bound.
 const forever = time.Duration(math.MaxInt64)
 
+// queueFull is the denial of a request refused because key's queue is
+// full: retry when the key is back to its initial state.
+func (l *Limiter) queueFull(ctx context.Context, key string) Decision {
+	peek, _ := l.table.Decide(ctx, key, l.now(), 0)
+	d := l.report(peek)
+	d.Allowed, d.RetryAfter = false, max(peek.ResetAfter, time.Nanosecond)
+	return d
+}
+
 // waitScheduled holds n units in the store for the earliest time they fit,
 // then sleeps until that time; on cancellation it refunds them.
-func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget time.Duration) error {
+func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget time.Duration) (Decision, error) {
 	now := l.now()
 	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: now, N: n, MaxWait: max(budget, 0)}}
 	if err := l.apply(ctx, ops); err != nil {
 		l.errs.Add(1)
-		return err
+		return l.report(ops[0].Result.Decision), err
 	}
 	op := &ops[0]
-	if !op.Result.Decision.Allowed {
-		return l.waitRefusal(n, op.Result.Decision.RetryAfter, op.Result.Err, budget)
+	ad := op.Result.Decision
+	if !ad.Allowed {
+		return l.waitRefusal(ad, n, op.Result.Err, budget, 0)
 	}
 	if op.Result.At <= now {
-		return nil
+		return l.report(ad), nil
 	}
 	t := l.newTimer(time.Duration(op.Result.At - now))
 	select {
 	case <-t.C():
-		return nil
+		return l.afterWait(ctx, key, ad), nil
 	case <-ctx.Done():
 		t.Stop()
 		// Give back what is still held. The caller's context is done, so
@@ -100,51 +151,70 @@ func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget
 		refund, _ := op.Refund(l.now())
 		if err := l.apply(context.WithoutCancel(ctx), []store.Op{refund}); err != nil {
 			l.errs.Add(1)
-			return fmt.Errorf("%w (and the refund failed: %w)", ctx.Err(), err)
+			return l.report(algo.Decision{}), fmt.Errorf("%w (and the refund failed: %w)", ctx.Err(), err)
 		}
-		return ctx.Err()
+		return l.report(algo.Decision{}), ctx.Err()
 	}
 }
 
-func (l *Limiter) waitRefusal(n int64, retry time.Duration, reason error, budget time.Duration) error {
-	if retry == algo.Never {
+// afterWait is the admission of a request scheduled with ad, when its
+// wait is over: where the key stands now, waiters behind it included (a
+// peek), or if the peek fails, as the schedule said.
+func (l *Limiter) afterWait(ctx context.Context, key string, ad algo.Decision) Decision {
+	peek, err := l.table.Decide(ctx, key, l.now(), 0)
+	if err != nil {
+		peek = ad
+		peek.ResetAfter = max(ad.ResetAfter-ad.RetryAfter, 0)
+	}
+	return l.admitted(peek)
+}
+
+// waitRefusal is the refusal of a request of n units denied with ad after
+// waiting waited of its budget: never admissible (the reason, or
+// algo.ErrCostExceedsBurst), or needing a wait past the budget
+// (ErrWaitTooLong, with RetryAfter the time after which a new request,
+// with a whole budget, would fit in it).
+func (l *Limiter) waitRefusal(ad algo.Decision, n int64, reason error, budget, waited time.Duration) (Decision, error) {
+	d := l.report(ad)
+	if ad.RetryAfter == algo.Never {
 		if reason == nil {
 			reason = fmt.Errorf("floodgate: %w: cost %d, burst %d", algo.ErrCostExceedsBurst, n, l.policy.Burst())
 		}
-		return reason
+		return d, reason
 	}
-	return fmt.Errorf("floodgate: %w: %v needed, %v allowed", ErrWaitTooLong, retry, max(budget, 0))
+	d.RetryAfter = max(ad.RetryAfter-max(budget, 0), time.Nanosecond)
+	return d, fmt.Errorf("floodgate: %w: %v needed, %v allowed", ErrWaitTooLong, waited+ad.RetryAfter, max(budget, 0))
 }
 
 // waitQueued waits for q's turn, then retries at each RetryAfter until the
 // units are admitted.
-func (l *Limiter) waitQueued(ctx context.Context, key string, n int64, budget time.Duration, q *waiter) error {
+func (l *Limiter) waitQueued(ctx context.Context, key string, n int64, budget time.Duration, q *waiter) (Decision, error) {
 	select {
 	case <-q.turn:
 	case <-ctx.Done():
-		return ctx.Err()
+		return l.report(algo.Decision{}), ctx.Err()
 	}
 	start := l.now()
 	for {
 		now := l.now()
-		d, err := l.table.Decide(ctx, key, now, n)
+		ad, err := l.table.Decide(ctx, key, now, n)
 		switch {
-		case d.RetryAfter == algo.Never:
-			return l.waitRefusal(n, d.RetryAfter, err, budget)
+		case ad.RetryAfter == algo.Never:
+			return l.waitRefusal(ad, n, err, budget, 0)
 		case err != nil:
 			l.errs.Add(1)
-			return err
-		case d.Allowed:
-			return nil
-		case time.Duration(now-start)+d.RetryAfter > budget:
-			return l.waitRefusal(n, time.Duration(now-start)+d.RetryAfter, nil, budget)
+			return l.report(ad), err
+		case ad.Allowed:
+			return l.report(ad), nil
+		case time.Duration(now-start)+ad.RetryAfter > budget:
+			return l.waitRefusal(ad, n, nil, budget, time.Duration(now-start))
 		}
-		t := l.newTimer(d.RetryAfter)
+		t := l.newTimer(ad.RetryAfter)
 		select {
 		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return l.report(algo.Decision{}), ctx.Err()
 		}
 	}
 }

@@ -1,0 +1,81 @@
+package floodgate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/algo"
+)
+
+// TestDelayDecisions: Delay's decisions say where the key stands when it
+// returns: at once, after a wait, refused past the bound (retry when the
+// wait would fit), refused on a full queue, and cancelled with a refund.
+func TestDelayDecisions(t *testing.T) {
+	fc := newFake()
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 1/1s capacity=2"),
+		floodgate.WithClock(fc), floodgate.WithMaxQueue(2)))
+	d, err := l.Delay(ctx, "k", 1, 2*time.Second)
+	if err != nil || !d.Allowed || d.Remaining != 1 || d.ResetAfter != time.Second {
+		t.Fatalf("first: %+v, %v; want admitted at once, 1 remaining, reset in 1s", d, err)
+	}
+	mustAllow(t, l, "k", 1) // full
+	got := make(chan floodgate.Decision, 1)
+	go func() {
+		d, err := l.Delay(ctx, "k", 1, 2*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- d
+	}()
+	fc.WaitTimers(1)
+	// The waiter holds its unit: the next waits 2s, the one after 3s (past
+	// the bound of 2s: refused, retry in 1s).
+	second := make(chan error, 1)
+	go func() { _, err := l.Delay(ctx, "k", 1, 2*time.Second); second <- err }()
+	fc.WaitTimers(2)
+	if d, err := l.Delay(ctx, "k", 1, 2*time.Second); err != nil || d.Allowed || d.RetryAfter != 4*time.Second {
+		t.Fatalf("third waiter on a queue of 2: %+v, %v; want refused, retry when the bucket is empty (4s)", d, err)
+	}
+	if d, err := l.Delay(ctx, "other", 1, time.Second); err != nil || !d.Allowed {
+		t.Fatalf("the queue is per key: %+v, %v", d, err)
+	}
+	fc.Advance(time.Second)
+	if d := <-got; !d.Allowed || d.Remaining != 0 || d.ResetAfter != 3*time.Second || d.RetryAfter != 0 {
+		t.Fatalf("after its wait of 1s: %+v; want admitted, 0 remaining, reset in 3s (itself and the waiter behind)", d)
+	}
+	fc.Advance(time.Second)
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	mustAllow(t, l, "k", 1) // full again, each slot held till +1s, +2s
+	if d, err := l.Delay(ctx, "k", 1, 500*time.Millisecond); err != nil || d.Allowed || d.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("a wait of 1s with a bound of 0.5s: %+v, %v; want refused, retry in 0.5s", d, err)
+	}
+	if d, err := l.Delay(ctx, "k", 3, time.Hour); !errors.Is(err, algo.ErrCostExceedsBurst) || d.Allowed || d.RetryAfter != algo.Never {
+		t.Fatalf("over the burst: %+v, %v", d, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := l.Delay(cctx, "k", 1, time.Hour); done <- err }()
+	fc.WaitTimers(1)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	if d := mustAllow(t, l, "k", 0); d.ResetAfter != 2*time.Second {
+		t.Fatalf("after the cancelled waiter gave its unit back: %+v; want reset in 2s", d)
+	}
+}
+
+// TestDelayDryRun: in dry-run mode Delay decides at once, like AllowN.
+func TestDelayDryRun(t *testing.T) {
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1m"), floodgate.WithClock(newFake()), floodgate.WithDryRun(true)))
+	mustAllow(t, l, "k", 1)
+	d, err := l.Delay(ctx, "k", 1, time.Hour)
+	if err != nil || !d.Allowed || !d.DryRun {
+		t.Fatalf("dry run: %+v, %v", d, err)
+	}
+}
