@@ -12,7 +12,7 @@
 //
 //	key   := the request's client address  (or a header, cookie, user ID; see KeyFunc)
 //	cost  := 1                             (or bytes, a query's cost; see WithCostFunc)
-//	d     := limiter.AllowN(ctx, key, cost)
+//	d     := limiter.AllowN(ctx, key, cost)  (WithDelay: limiter.Delay, which waits its turn)
 //	admitted → RateLimit fields set, next handler called, d in the context
 //	denied   → RateLimit fields, Retry-After, 429 with a problem detail
 //
@@ -73,6 +73,55 @@
 // All of them are set before the next handler runs, on the
 // http.ResponseWriter the middleware received, which it passes on
 // unwrapped: Flush, Hijack and http.ResponseController work untouched.
+//
+// # Shaping: delaying instead of refusing
+//
+// WithDelay(maxWait) makes the middleware shape: a request over the rate
+// waits its exact turn, first come first served, and is refused only when
+// its turn is more than maxWait away or the key already has the limiter's
+// maximum of waiting requests (floodgate.WithMaxQueue). With a bucket
+// policy each waiting request holds its units in the store from the moment
+// it arrives (floodgate.Limiter.Delay), so the queue is exact and shared
+// by every process on the store, and a client that disconnects while it
+// waits gives them back: the requests after it go sooner.
+//
+// This is nginx's limit_req. nginx keeps, per key, the excess: the
+// requests beyond the rate, drained at the rate, a key's first request
+// having none. A request whose excess would pass burst is refused; one
+// whose excess passes delay (0 by default, "nodelay" being delay=burst)
+// waits until the excess above delay has drained. The excess is the level
+// of a leaky bucket drained at the rate, the request itself counted, minus
+// one: "excess at most D" is "the bucket of capacity D+1 holds it", and
+// the wait of an excess above D is floodgate's wait for that bucket. So
+// these decide the same, request for request:
+//
+//	nginx (rate=Rr/s, or Rr/m with 1m)   floodgate policy               middleware option
+//	limit_req zone=z burst=B             leaky-bucket R/1s capacity=1   WithDelay(B × 1s/R)
+//	limit_req zone=z burst=B delay=D     leaky-bucket R/1s capacity=D+1 WithDelay((B-D) × 1s/R)
+//	limit_req zone=z burst=B nodelay     leaky-bucket R/1s capacity=B+1 none: refuse at once
+//	limit_req zone=z                     leaky-bucket R/1s capacity=1   none
+//
+// nginx's two-stage example, rate=5r/s with burst=12 delay=8, is
+// leaky-bucket 5/1s capacity=9 with WithDelay(800*time.Millisecond): of 15
+// requests arriving together, 9 are served at once, 4 after 200, 400, 600
+// and 800ms, and 2 are refused (the tests hold the middleware to nginx's
+// accounting on this example and others). A token-bucket policy with
+// burst=D+1 decides the same as the leaky bucket. What differs: nginx
+// counts in milliseconds and thousandths of a request, floodgate exactly
+// (in nanoseconds); nginx refuses with 503, the middleware with 429 and
+// Retry-After (WithStatus changes it); and the window and log policies,
+// which cannot hold units for later, queue their waiters in the Limiter
+// instead of the store (see floodgate.Limiter.WaitN).
+//
+// The header fields of a delayed request are written when its wait is
+// over, and say where the key stands then: r=0, since the request was
+// admitted at the first instant it fitted, and t the seconds until the
+// key's quota is whole again, the requests queued behind it included. A
+// request refused because its wait would pass maxWait gets r=0 and, in t
+// and Retry-After, the time after which a retry would be admitted within
+// maxWait. WithDelay is for a Middleware made by New; the handler waits on
+// the request's goroutine, and a waiting request costs its connection and
+// that goroutine (the bench module measures it).
 //
 // # Keys
 //

@@ -32,9 +32,11 @@ import (
 //  2. The key function of each limit names the request's key (by default
 //     its client address, ClientIP{}.Key); its cost is 1 unless WithCost
 //     or WithCostFunc says otherwise.
-//  3. The limiter decides. Admitted, the request goes on to the handler,
-//     with the RateLimit-Policy and RateLimit header fields already set,
-//     and the decision in its context (DecisionFrom). Denied, it gets the
+//  3. The limiter decides (with WithDelay, once the request has waited
+//     its turn: see "Shaping" in the package doc). Admitted, the request
+//     goes on to the handler, with the RateLimit-Policy and RateLimit
+//     header fields already set, and the decision in its context
+//     (DecisionFrom). Denied, it gets the
 //     same fields, Retry-After (in whole seconds, rounded up), and a 429
 //     whose body is an RFC 9457 problem detail (application/problem+json)
 //     if the client accepts JSON, a line of text otherwise; WithStatus,
@@ -64,6 +66,10 @@ import (
 //     Unavailable, with Retry-After: the time until the store is tried
 //     again, or 1 second if the limiter does not say. It is logged.
 //
+// A request whose client goes away while it waits its turn (WithDelay)
+// gets no answer: its units are given back, and it is counted in
+// Stats().Abandoned.
+//
 // The errors themselves never reach the client: only the status and a
 // generic message do. Errors are logged (WithLogger) at most one line a
 // second, and counted (Stats).
@@ -89,13 +95,14 @@ type Middleware struct {
 	onError     func(http.ResponseWriter, *http.Request, error)
 	log         *slog.Logger
 	headers     Headers
-	policyField string // the RateLimit-Policy field, the same for every request
+	maxWait     time.Duration // WithDelay's; 0: refuse at once
+	policyField string        // the RateLimit-Policy field, the same for every request
 
 	// Counters padded to their own cache lines: denials can be as frequent
 	// as requests.
 	denials                           counter
 	dryRunDenied, keyErrors, failures counter
-	servedOnError                     counter
+	servedOnError, abandoned          counter
 	logs                              logthrottle.Throttle // one error line a second
 }
 
@@ -162,12 +169,16 @@ func newMiddleware(limits []Limit, opts []Option, single bool) *Middleware {
 	for _, o := range opts {
 		o.apply(&c)
 	}
+	if !single && c.maxWait > 0 {
+		panic("httplimit: WithDelay is for New: NewAll decides its limits all or nothing, without waiting")
+	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
 	m := &Middleware{
 		defKey: c.key, skips: c.skips, status: c.status, body: c.body, bodyType: c.bodyType,
 		denied: c.denied, onLimited: c.onLimited, onError: c.onError, log: c.log, headers: c.headers,
+		maxWait: c.maxWait,
 	}
 	if m.defKey == nil {
 		m.defKey = ClientIP{}.Key
@@ -263,6 +274,10 @@ type Stats struct {
 	// ServedOnError counts the requests served although their limiter
 	// failed (it admitted them with an error, as a dry-run limiter does).
 	ServedOnError uint64
+	// Abandoned counts the requests whose client went away (their context
+	// was cancelled) while they waited their turn (WithDelay); their units
+	// were given back, and nothing was written.
+	Abandoned uint64
 }
 
 // Stats returns the middleware's counts.
@@ -273,6 +288,7 @@ func (m *Middleware) Stats() Stats {
 		KeyErrors:     m.keyErrors.Load(),
 		Errors:        m.failures.Load(),
 		ServedOnError: m.servedOnError.Load(),
+		Abandoned:     m.abandoned.Load(),
 	}
 }
 
@@ -319,6 +335,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		switch {
 		case keyErr:
 			m.keyError(w, r, err)
+			return
+		case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+			m.abandoned.Add(1) // gone while waiting: no one to answer
 			return
 		case errors.Is(err, algo.ErrCostExceedsBurst):
 			// A denial, whose RetryAfter is Never.
@@ -376,7 +395,12 @@ func (m *Middleware) decideOne(r *http.Request, dc *decisionContext) (keyErr boo
 	if lim.cost != nil {
 		n = lim.cost(r)
 	}
-	d, err := lim.l.AllowN(dc.Context, key, n)
+	var d floodgate.Decision
+	if m.maxWait > 0 {
+		d, err = lim.l.Delay(dc.Context, key, n, m.maxWait)
+	} else {
+		d, err = lim.l.AllowN(dc.Context, key, n)
+	}
 	dc.one[0] = d
 	dc.check[0] = floodgate.Check{Limiter: lim.l, Key: key, N: n, Peek: n == 0}
 	dc.checks = dc.check[:]

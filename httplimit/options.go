@@ -3,6 +3,7 @@ package httplimit
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/floodgate/floodgate"
 )
@@ -24,6 +25,7 @@ type config struct {
 	onError    func(http.ResponseWriter, *http.Request, error)
 	log        *slog.Logger
 	headers    Headers
+	maxWait    time.Duration
 }
 
 // defaults returns the configuration before any option.
@@ -121,3 +123,16 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.l
 // RateLimitHeaders by default: RateLimitHeaders|LegacyHeaders adds the
 // X-RateLimit ones, NoHeaders writes none (but Retry-After on denials).
 func WithHeaders(h Headers) Option { return optionFunc(func(c *config) { c.headers = h }) }
+
+// WithDelay shapes instead of refusing: a request over the rate waits its
+// exact turn (floodgate.Limiter.Delay), first come first served, and is
+// refused only if its turn is more than maxWait away or the key already
+// has the limiter's maximum of waiting requests (floodgate.WithMaxQueue).
+// With a bucket policy of capacity D+1 this is nginx's limit_req with
+// delay=D: see "Shaping" in the package doc for the equivalents. A client
+// that disconnects while it waits gives its units back. maxWait 0 (the
+// default) refuses at once, as without the option. For New only: NewAll
+// panics with it, since waiting cannot yet be all or nothing.
+func WithDelay(maxWait time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxWait = max(maxWait, 0) })
+}
