@@ -79,3 +79,13 @@ func TestDelayDryRun(t *testing.T) {
 		t.Fatalf("dry run: %+v, %v", d, err)
 	}
 }
+
+// TestDelayNoWait: without a maximum wait of its own, Delay waits for
+// nothing: it is AllowN.
+func TestDelayNoWait(t *testing.T) {
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("token-bucket 1/1m"), floodgate.WithClock(newFake())))
+	mustAllow(t, l, "k", 1)
+	if d, err := l.Delay(ctx, "k", 1, 0); err != nil || d.Allowed || d.RetryAfter != time.Minute {
+		t.Fatalf("Delay with maxWait 0 on a full bucket: %+v, %v; want denied at once", d, err)
+	}
+}

@@ -52,29 +52,35 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 // Delay is WaitN for front-ends that answer a request once it has waited
 // its turn (packages httplimit and grpclimit shape requests with it): it
 // waits like WaitN, bounded by maxWait as well as by the limiter's maximum
-// wait and the context's deadline (maxWait 0 adds no bound), and returns
-// the Decision, so that the answer can say where the key stands.
+// wait and the context's deadline, and returns the Decision, so that the
+// answer can say where the key stands. With maxWait 0 or less, and in
+// dry-run mode, it is AllowN: nothing waits.
 //
 // An admitted request, at once or after its wait, gets an admission as of
 // the moment Delay returns: Remaining and ResetAfter count from then, the
 // requests queued behind it included (after a wait, Delay reads the key
 // again), and a request that waited leaves Remaining 0, having been
-// admitted at the first instant it fitted. A request refused at once because its wait would pass
-// a bound (WaitN's ErrWaitTooLong) gets a denial whose RetryAfter is the
-// shortest wait after which it would be admitted within the bounds; one
+// admitted at the first instant it fitted. A request refused at once
+// because its wait would pass a bound (WaitN's ErrWaitTooLong) gets a
+// denial whose RetryAfter is the shortest wait after which it would be
+// admitted within the bounds; one
 // refused because the key's queue is full (ErrQueueFull), a denial whose
 // RetryAfter is the time until the key is back to its initial state. Both
 // come with a nil error: a denial is a decision. The errors are WaitN's
 // others: algo.ErrCostExceedsBurst, with a denial at algo.Never; a store's
 // failure, with what the store decided; and the context's error, when it
-// is done while the request waits, once the units are given back. In
-// dry-run mode Delay is AllowN.
+// is done while the request waits, once the units are given back.
 func (l *Limiter) Delay(ctx context.Context, key string, n int64, maxWait time.Duration) (Decision, error) {
+	if maxWait <= 0 || l.dryRun {
+		return l.AllowN(ctx, key, n) // observed there
+	}
+	return l.delay(ctx, key, n, maxWait)
+}
+
+// delay is Delay for a request that may wait.
+func (l *Limiter) delay(ctx context.Context, key string, n int64, maxWait time.Duration) (Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return l.report(algo.Decision{}), err
-	}
-	if l.dryRun {
-		return l.AllowN(ctx, key, n) // observed there
 	}
 	d, err := l.waitN(ctx, key, n, maxWait)
 	if errors.Is(err, ErrWaitTooLong) || errors.Is(err, ErrQueueFull) {

@@ -14,6 +14,11 @@
 //	denied   → codes.ResourceExhausted, with an errdetails.RetryInfo saying
 //	           when a retry would be admitted
 //
+// With WithDelay a call over the rate waits its exact turn instead, up to
+// a maximum delay, and is refused only past it: nginx's limit_req with
+// burst and delay (package httplimit's doc, "Shaping", has the
+// equivalents). A call cancelled while it waits gives its units back.
+//
 // A stream is decided once, when it opens. The limiter's store and failure
 // mode (package failsafe) decide what happens while a shared store is
 // down: an error that denies is codes.Unavailable, with a RetryInfo.

@@ -35,6 +35,12 @@ import (
 // A unary call is decided before its handler runs; a stream once, when it
 // opens, at the cost given by the CostFunc with a nil request.
 //
+// With WithDelay, a call over the rate first waits its turn, on the
+// handler's goroutine, up to the maximum delay; one cancelled while it
+// waits fails with its context's status (codes.Canceled or
+// codes.DeadlineExceeded), gives its units back, and is counted in
+// Stats().Abandoned.
+//
 // A denied call fails with codes.ResourceExhausted, and its status carries
 // an errdetails.RetryInfo whose RetryDelay is the exact wait after which
 // the call would be admitted (none for a call that can never be, whose
@@ -64,10 +70,11 @@ type Interceptor struct {
 	quotaFailure bool
 	onLimited    func(context.Context, string, floodgate.Decision)
 	log          *slog.Logger
+	maxWait      time.Duration // WithDelay's; 0: refuse at once
 
 	denials                           counter
 	dryRunDenied, keyErrors, failures counter
-	servedOnError                     counter
+	servedOnError, abandoned          counter
 	logs                              logthrottle.Throttle // one error line a second
 }
 
@@ -127,10 +134,13 @@ func newInterceptor(limits []Limit, opts []Option, single bool) *Interceptor {
 	for _, o := range opts {
 		o.apply(&c)
 	}
+	if !single && c.maxWait > 0 {
+		panic("grpclimit: WithDelay is for New: NewAll decides its limits all or nothing, without waiting")
+	}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
-	i := &Interceptor{defKey: c.key, skips: c.skips, quotaFailure: c.quotaFailure, onLimited: c.onLimited, log: c.log}
+	i := &Interceptor{defKey: c.key, skips: c.skips, quotaFailure: c.quotaFailure, onLimited: c.onLimited, log: c.log, maxWait: c.maxWait}
 	if i.defKey == nil {
 		i.defKey = defaults().key
 	}
@@ -196,6 +206,7 @@ type Stats struct {
 	KeyErrors     uint64 // calls refused because no key could be found
 	Errors        uint64 // calls refused because a limiter failed
 	ServedOnError uint64 // calls served although their limiter failed
+	Abandoned     uint64 // calls cancelled while they waited their turn (WithDelay)
 }
 
 // Stats returns the interceptor's counts.
@@ -206,6 +217,7 @@ func (i *Interceptor) Stats() Stats {
 		KeyErrors:     i.keyErrors.Load(),
 		Errors:        i.failures.Load(),
 		ServedOnError: i.servedOnError.Load(),
+		Abandoned:     i.abandoned.Load(),
 	}
 }
 
@@ -257,7 +269,11 @@ func (i *Interceptor) check(ctx context.Context, method string, req any) (contex
 		return nil, err
 	}
 	// A cost past the burst is a denial, whose RetryAfter is Never.
-	if err := dc.decide(); err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
+	if err := dc.decide(i.maxWait); err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			i.abandoned.Add(1) // cancelled while waiting its turn
+			return nil, status.FromContextError(err).Err()
+		}
 		return i.failed(ctx, method, err, dc.md.Allowed, dc.md.RetryAfter)
 	}
 	dc.binding = binding(&dc.md)
@@ -344,17 +360,18 @@ func (d *defaultKey) get(ctx context.Context, f KeyFunc, method string) (string,
 	return d.key, d.err
 }
 
-// decide decides dc.checks into dc.md: a single limit by its AllowN, into
-// dc's own storage, several all or nothing by floodgate.AllowAll. It
-// returns the limiters' error, dc.md set even then.
-func (dc *decisionContext) decide() error {
+// decide decides dc.checks into dc.md: a single limit by its Delay
+// (which is AllowN when maxWait is 0), into dc's own storage, several all or
+// nothing by floodgate.AllowAll. It returns the limiters' error, dc.md
+// set even then.
+func (dc *decisionContext) decide(maxWait time.Duration) error {
 	if len(dc.checks) != 1 {
 		var err error
 		dc.md, err = floodgate.AllowAll(dc.Context, dc.checks...)
 		return err
 	}
 	c := dc.checks[0]
-	d, err := c.Limiter.AllowN(dc.Context, c.Key, c.N)
+	d, err := c.Limiter.Delay(dc.Context, c.Key, c.N, maxWait)
 	dc.one[0] = d
 	dc.md = floodgate.MultiDecision{Allowed: d.Allowed, Denied: -1, Decisions: dc.one[:]}
 	if !d.Allowed {

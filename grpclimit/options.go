@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/httplimit"
@@ -19,6 +20,7 @@ type config struct {
 	quotaFailure bool
 	onLimited    func(ctx context.Context, fullMethod string, d floodgate.Decision)
 	log          *slog.Logger
+	maxWait      time.Duration
 }
 
 func defaults() config {
@@ -74,3 +76,17 @@ func WithOnLimited(f func(ctx context.Context, fullMethod string, d floodgate.De
 // errors at level Error, at most one line a second, and each call a
 // dry-run limiter would have denied at level Info.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
+
+// WithDelay shapes instead of refusing, as httplimit.WithDelay does: a
+// call over the rate waits its exact turn (floodgate.Limiter.Delay),
+// first come first served, and fails with codes.ResourceExhausted only
+// if its turn is more than maxWait away, past the call's deadline, or the
+// key already has the limiter's maximum of waiting calls
+// (floodgate.WithMaxQueue); its RetryInfo then says when a retry would be
+// admitted within maxWait. A call cancelled while it waits gives its
+// units back. The nginx equivalents are in package httplimit's doc
+// ("Shaping"). maxWait 0 (the default) refuses at once. For New only:
+// NewAll panics with it, since waiting cannot yet be all or nothing.
+func WithDelay(maxWait time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxWait = max(maxWait, 0) })
+}

@@ -395,12 +395,7 @@ func (m *Middleware) decideOne(r *http.Request, dc *decisionContext) (keyErr boo
 	if lim.cost != nil {
 		n = lim.cost(r)
 	}
-	var d floodgate.Decision
-	if m.maxWait > 0 {
-		d, err = lim.l.Delay(dc.Context, key, n, m.maxWait)
-	} else {
-		d, err = lim.l.AllowN(dc.Context, key, n)
-	}
+	d, err := lim.l.Delay(dc.Context, key, n, m.maxWait)
 	dc.one[0] = d
 	dc.check[0] = floodgate.Check{Limiter: lim.l, Key: key, N: n, Peek: n == 0}
 	dc.checks = dc.check[:]
