@@ -27,3 +27,15 @@ const (
 // bare and core are the ns/op of MiddlewareBase, MiddlewareBare and
 // MiddlewareCore in one scenario of BenchmarkMiddleware.
 func OverheadRatio(mw, bare, core float64) float64 { return (mw - bare) / (core - bare) }
+
+// DelayedPeers names what BenchmarkDelayed compares, for the notes of
+// cmd/ratios: requests waiting their turn in floodgate's middleware
+// (httplimit.WithDelay), and the same requests held in the handler, whose
+// HTTP costs are the same; the difference is the middleware's.
+var DelayedPeers = []struct{ Name, Note string }{
+	{DelayedHeld, "the same requests held in the handler (blocked on a channel), no middleware: what waiting in floodgate's adds to"},
+}
+
+// DelayedHeld is the peer of BenchmarkDelayed that holds requests in the
+// handler instead of the middleware.
+const DelayedHeld = "held-in-handler"

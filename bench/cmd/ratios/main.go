@@ -93,6 +93,9 @@ func peerNotes() map[string]string {
 			notes[p.Name] = p.Note
 		}
 	}
+	for _, p := range bench.DelayedPeers {
+		notes[p.Name] = p.Note
+	}
 	maps.Copy(notes, bench.OtherModulePeers)
 	return notes
 }
@@ -109,8 +112,9 @@ func parseFile(name string) ([]Result, error) {
 	return Parse(f)
 }
 
-// Units are the units compared where less is better, in order.
-var Units = []string{"ns/op", "B/key"}
+// Units are the units compared where less is better, in order:
+// BenchmarkDelayed reports B/waiting, the bytes a waiting request holds.
+var Units = []string{"ns/op", "B/key", "B/waiting"}
 
 // RateUnits are the units compared where more is better, in order. A
 // scenario in which the base reports one is compared in these alone: its
