@@ -89,3 +89,26 @@ func TestDelayNoWait(t *testing.T) {
 		t.Fatalf("Delay with maxWait 0 on a full bucket: %+v, %v; want denied at once", d, err)
 	}
 }
+
+// TestDelayWindowLineBounded: with a window policy the waiters queue in
+// the limiter; the time in line counts against the maximum wait, so a
+// waiter whose turn has not come when it has passed is refused then, not
+// later.
+func TestDelayWindowLineBounded(t *testing.T) {
+	fc := newFake()
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithClock(fc)))
+	mustAllow(t, l, "k", 1)
+	first, second := make(chan floodgate.Decision, 1), make(chan floodgate.Decision, 1)
+	go func() { d, _ := l.Delay(ctx, "k", 1, 90*time.Second); first <- d }()
+	fc.WaitTimers(1) // the first sleeps till the next window
+	go func() { d, _ := l.Delay(ctx, "k", 1, 30*time.Second); second <- d }()
+	fc.WaitTimers(2) // the second waits in line, at most 30s
+	fc.Advance(30 * time.Second)
+	if d := <-second; d.Allowed || d.RetryAfter != 30*time.Second {
+		t.Fatalf("the second, 30s in line: %+v; want refused, retry when the window ends", d)
+	}
+	fc.Advance(30 * time.Second)
+	if d := <-first; !d.Allowed {
+		t.Fatalf("the first, at the next window: %+v", d)
+	}
+}

@@ -63,10 +63,11 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 // admitted at the first instant it fitted. A request refused at once
 // because its wait would pass a bound (WaitN's ErrWaitTooLong) gets a
 // denial whose RetryAfter is the shortest wait after which it would be
-// admitted within the bounds; one
-// refused because the key's queue is full (ErrQueueFull), a denial whose
-// RetryAfter is the time until the key is back to its initial state. Both
-// come with a nil error: a denial is a decision. The errors are WaitN's
+// admitted within the bounds; one refused because the key's queue is full
+// (ErrQueueFull), or with a window or log policy still in line when its
+// maximum wait has passed, a denial whose RetryAfter is the time until
+// the key is back to its initial state. Both come with a nil error: a
+// denial is a decision. The errors are WaitN's
 // others: algo.ErrCostExceedsBurst, with a denial at algo.Never; a store's
 // failure, with what the store decided; and the context's error, when it
 // is done while the request waits, once the units are given back.
@@ -97,7 +98,7 @@ func (l *Limiter) delay(ctx context.Context, key string, n int64, maxWait time.D
 func (l *Limiter) waitN(ctx context.Context, key string, n int64, maxWait time.Duration) (Decision, error) {
 	q, err := l.join(key)
 	if err != nil {
-		return l.queueFull(ctx, key), err
+		return l.lineDenial(ctx, key), err
 	}
 	defer l.leave(key, q)
 	budget := forever
@@ -120,9 +121,10 @@ func (l *Limiter) waitN(ctx context.Context, key string, n int64, maxWait time.D
 // forever is a wait with no bound.
 const forever = time.Duration(math.MaxInt64)
 
-// queueFull is the denial of a request refused because key's queue is
-// full: retry when the key is back to its initial state.
-func (l *Limiter) queueFull(ctx context.Context, key string) Decision {
+// lineDenial is the denial of a request refused before its turn came,
+// key's queue being full or its budget spent in line: retry when the key
+// is back to its initial state.
+func (l *Limiter) lineDenial(ctx context.Context, key string) Decision {
 	peek, _ := l.table.Decide(ctx, key, l.now(), 0)
 	d := l.report(peek)
 	d.Allowed, d.RetryAfter = false, max(peek.ResetAfter, time.Nanosecond)
@@ -193,14 +195,15 @@ func (l *Limiter) waitRefusal(ad algo.Decision, n int64, reason error, budget, w
 }
 
 // waitQueued waits for q's turn, then retries at each RetryAfter until the
-// units are admitted.
+// units are admitted; the time in line counts against the budget.
 func (l *Limiter) waitQueued(ctx context.Context, key string, n int64, budget time.Duration, q *waiter) (Decision, error) {
-	select {
-	case <-q.turn:
-	case <-ctx.Done():
-		return l.report(algo.Decision{}), ctx.Err()
-	}
 	start := l.now()
+	if err := l.waitTurn(ctx, q, budget); err != nil {
+		if errors.Is(err, ErrWaitTooLong) {
+			return l.lineDenial(ctx, key), err
+		}
+		return l.report(algo.Decision{}), err
+	}
 	for {
 		now := l.now()
 		ad, err := l.table.Decide(ctx, key, now, n)
@@ -222,6 +225,30 @@ func (l *Limiter) waitQueued(ctx context.Context, key string, n int64, budget ti
 			t.Stop()
 			return l.report(algo.Decision{}), ctx.Err()
 		}
+	}
+}
+
+// waitTurn waits until q is first in line, the context is done, or the
+// budget has passed (ErrWaitTooLong).
+func (l *Limiter) waitTurn(ctx context.Context, q *waiter, budget time.Duration) error {
+	select {
+	case <-q.turn:
+		return nil // first in line: no timer
+	default:
+	}
+	var expired <-chan time.Time
+	if budget < forever {
+		t := l.newTimer(max(budget, 0))
+		defer t.Stop()
+		expired = t.C()
+	}
+	select {
+	case <-q.turn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-expired:
+		return fmt.Errorf("floodgate: %w: still in line after %v", ErrWaitTooLong, budget)
 	}
 }
 
