@@ -10,7 +10,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -207,4 +211,59 @@ func ExampleDecisionFrom() {
 	// fine
 	// slow down: 8 left
 	// slow down: 7 left
+}
+
+// nginx's two-stage limiting, limit_req_zone … rate=5r/s with
+// limit_req zone=ip burst=12 delay=8: a bucket of capacity delay+1 = 9 at
+// 5 a second serves 9 requests of a burst at once; the next 4 wait their
+// turn, at most (burst-delay)/rate = 800ms; the rest are refused with a 429.
+func ExampleWithDelay() {
+	fc := clock.NewFake(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)) // omit in production
+	limiter := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 5/1s capacity=9"),
+		floodgate.WithClock(fc), floodgate.WithMaxQueue(100))) // at most 100 waiting per key
+	start := fc.Now()
+	handler := httplimit.New(limiter, httplimit.WithDelay(800*time.Millisecond)).Handler(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, fc.Now().Sub(start)) }))
+
+	// 15 requests at once: 11 are answered at once, 4 wait on the clock.
+	var mu sync.Mutex
+	var outcomes []string
+	var answered sync.WaitGroup
+	for range 15 {
+		answered.Add(1)
+		go func() {
+			defer answered.Done()
+			rec := httptest.NewRecorder()
+			handler.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+			mu.Lock()
+			defer mu.Unlock()
+			if rec.Code != http.StatusOK {
+				outcomes = append(outcomes, "refused")
+				return
+			}
+			outcomes = append(outcomes, "served at "+rec.Body.String())
+		}()
+	}
+	until := func(n, waiting int) { // n answered and waiting asleep
+		for mu.Lock(); len(outcomes) < n || fc.Timers() != waiting; mu.Lock() {
+			mu.Unlock()
+			runtime.Gosched()
+		}
+		mu.Unlock()
+	}
+	until(11, 4)
+	for i := range 4 { // every 200ms, the next one's turn
+		fc.Advance(200 * time.Millisecond)
+		until(12+i, 3-i)
+	}
+	answered.Wait()
+	slices.Sort(outcomes)
+	fmt.Println(strings.Join(slices.Compact(outcomes), "\n"))
+	// Output:
+	// refused
+	// served at 0s
+	// served at 200ms
+	// served at 400ms
+	// served at 600ms
+	// served at 800ms
 }
