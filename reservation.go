@@ -62,14 +62,12 @@ func (l *Limiter) Schedule(ctx context.Context, key string, n int64, maxWait tim
 	if l.maxWait > 0 {
 		maxWait = min(maxWait, l.maxWait)
 	}
-	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: l.now(), N: n, MaxWait: max(maxWait, 0)}}
-	err := l.apply(ctx, ops)
-	op := &ops[0]
+	op, err := l.schedule(ctx, key, l.now(), n, maxWait)
 	if err == nil {
 		err = op.Result.Err
 	}
 	d, err := l.decision(op.Result.Decision, err)
-	r := &Reservation{l: l, op: *op, d: d}
+	r := &Reservation{l: l, op: op, d: d}
 	if d.Allowed {
 		r.delay = max(time.Duration(op.Result.At-op.Now), 0)
 	}

@@ -135,12 +135,11 @@ func (l *Limiter) lineDenial(ctx context.Context, key string) Decision {
 // then sleeps until that time; on cancellation it refunds them.
 func (l *Limiter) waitScheduled(ctx context.Context, key string, n int64, budget time.Duration) (Decision, error) {
 	now := l.now()
-	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: now, N: n, MaxWait: max(budget, 0)}}
-	if err := l.apply(ctx, ops); err != nil {
+	op, err := l.schedule(ctx, key, now, n, budget)
+	if err != nil {
 		l.errs.Add(1)
-		return l.report(ops[0].Result.Decision), err
+		return l.report(op.Result.Decision), err
 	}
-	op := &ops[0]
 	ad := op.Result.Decision
 	if !ad.Allowed {
 		return l.waitRefusal(ad, n, op.Result.Err, budget, 0)
@@ -300,4 +299,14 @@ func (l *Limiter) leave(key string, w *waiter) {
 	if len(q.line) == 0 {
 		delete(l.queues, key)
 	}
+}
+
+// schedule applies the OpSchedule of n units of key at now, held for at
+// most maxWait (a negative maxWait as 0): the one place WaitN, Delay and
+// Schedule take a place in a bucket's queue. It returns the op with its
+// Result.
+func (l *Limiter) schedule(ctx context.Context, key string, now, n int64, maxWait time.Duration) (store.Op, error) {
+	ops := []store.Op{{Kind: store.OpSchedule, Table: l.table, Key: key, Now: now, N: n, MaxWait: max(maxWait, 0)}}
+	err := l.apply(ctx, ops)
+	return ops[0], err
 }
