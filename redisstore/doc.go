@@ -150,6 +150,64 @@
 // recover by itself, wrap the store in a failsafe.Store (package
 // failsafe).
 //
+// # Cached denials
+//
+// A store made WithDenyCache answers a flood of requests over their limit
+// from memory, exactly, while keeping Redis the one place where units
+// are spent. A denial writes nothing to its key: the script changes a
+// key only when it admits, refunds or resets (and deletes a drained one
+// when a peek finds it so). So once Redis has denied a decision on a
+// key, the store reads the key's state (GET, with its PTTL and, on
+// Redis's clock, TIME, in one round trip, off the caller's path) and
+// keeps it; a later decision on that key is decided by package algo on
+// that state at the decision's own time, which gives the Decision the
+// script would give on the same state, to the nanosecond: remaining
+// units, retry and reset waits, window roll-overs included. When algo
+// denies, that is the answer, without Redis; when it would admit (a
+// refill, a new window, a peek), the decision goes to Redis, which alone
+// admits. Only lone decisions are answered locally (Table.Decide, an
+// Apply of one OpDecide): every other op goes to Redis, and drops the
+// entries of the keys it names. Sliding-log keys, a hash of up to LIMIT
+// entries, are not cached.
+//
+// The state is exact until someone writes the key: an admission, a
+// refund, a cancelled reservation, a reset, from this process or any
+// other; an expiry, an eviction, a FLUSHALL. Redis reports each such
+// write to the store on a connection of its own (CLIENT TRACKING ON
+// BCAST PREFIX, RESP3 invalidation pushes, for every key under the
+// store's prefix), and the store drops the key's entry on receipt. A
+// fill that an invalidation of its key overtakes is dropped, so no state
+// older than the latest invalidation is ever kept. The time between
+// another process's write and this store dropping the entry is the
+// invalidation window: one trip of a push from Redis to this process
+// (the README's "Cached denials" has the measured figures); a decision
+// made in it is the one Redis would have made just before the write,
+// as if the two had crossed on the wire. A policy reload needs nothing:
+// a table of another policy keeps its keys at other Redis keys.
+//
+// The store's own ops drop their keys' entries, before they go and once
+// they are done, so a process sees its own writes at once.
+//
+// The cache fails safe. It answers nothing until its connection has
+// turned tracking on and answered a PING; it sends a PING every 100 ms
+// and answers only while the last answer came to a PING sent within the
+// last 300 ms, since a PING's answer comes after every invalidation of
+// a write Redis carried out before it. A connection that breaks or falls
+// silent for a second drops the whole cache, and a new one starts empty.
+// A key is answered only until the instant Redis may expire it (its
+// PTTL). With Redis's clock (the default), the state is decided at the
+// caller's instant read on Redis's clock, which the fill measures from
+// above, within its round trip; with WithCallerTime, at the caller's
+// time, exactly. Behind a failsafe.Store the cache answers as long as its
+// connection does: a cached denial is Redis's answer, not a fallback.
+//
+// The cache is bounded in bytes (WithDenyCache), counting each key at
+// its name's length plus 144 bytes (the entry, its state and the map's
+// slot, measured on the heap); past the bound, the cache drops other
+// keys to make room. Store.CacheStats counts hits, fills, invalidations
+// and flushes (package prommetrics exports them). On a Redis Cluster the
+// option is ignored for now.
+//
 // Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7, with
 // both forms of the code.
 package redisstore

@@ -1,6 +1,17 @@
 package redisstore
 
-import "github.com/floodgate/floodgate/store"
+import (
+	"runtime"
+
+	"github.com/floodgate/floodgate/store"
+)
 
 // KeyOf returns the Redis key at which t, a Table of a Store, keeps key.
 func KeyOf(t store.Table, key string) string { return t.(*table).prefix + key }
+
+// WaitFills waits until no fill of s's deny cache is under way.
+func WaitFills(s *Store) {
+	for s.cache != nil && len(s.cache.fills) > 0 {
+		runtime.Gosched()
+	}
+}

@@ -17,6 +17,7 @@ type config struct {
 	maxInFlight int
 	maxPending  int
 	timeout     time.Duration
+	denyCache   int64 // bytes; 0: no cache
 }
 
 func defaults() config {
@@ -114,6 +115,33 @@ func WithTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: timeout %v is not positive", ErrInvalidOption, d)
 		}
 		c.timeout = d
+		return nil
+	})
+}
+
+// DefaultDenyCacheBytes is the bound that floodgate serve gives its deny
+// cache unless told otherwise: room for about 200,000 keys.
+const DefaultDenyCacheBytes = 32 << 20
+
+// WithDenyCache gives the store a local cache of denied keys' states,
+// bounded to maxBytes bytes, from which it answers, exactly and without
+// Redis, every later decision that the state Redis holds would deny: a
+// flood of requests over their limit costs Redis one call a key, not
+// one a request, until something writes the key. Redis tells the store of
+// every write to a key under its prefix, by anyone, on a connection of
+// its own (CLIENT TRACKING); the package documentation, "Cached
+// denials", says when an answer is local and how long another process's
+// write may take to be seen. 0, the default, means no cache; a negative
+// maxBytes is an error. The cache works on a single Redis or Sentinel's
+// failover client; on a Redis Cluster it is ignored (every decision goes
+// to Redis). A store with a cache has a goroutine and a connection of its
+// own: Close stops them.
+func WithDenyCache(maxBytes int64) Option {
+	return optionFunc(func(c *config) error {
+		if maxBytes < 0 {
+			return fmt.Errorf("%w: a deny cache of %d bytes", ErrInvalidOption, maxBytes)
+		}
+		c.denyCache = maxBytes
 		return nil
 	})
 }

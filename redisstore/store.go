@@ -26,6 +26,7 @@ type Store struct {
 	batcher *batch.Batcher[work]
 	nodes   sync.Map // on a Cluster: a master's *redis.Client -> its *batch.Batcher[work] (batcherOf)
 	run     runner
+	cache   *denyCache // nil without WithDenyCache
 
 	// The script's first two arguments, boxed once (see encode).
 	modeArg, minTTLArg any
@@ -60,6 +61,9 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 		s.modeArg = "c"
 	}
 	s.batcher = newBatcher(s)
+	if _, single := c.(*redis.Client); single && cfg.denyCache > 0 {
+		s.cache = newDenyCache(s, cfg.denyCache)
+	}
 	return s, nil
 }
 
@@ -103,7 +107,18 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	if err := op.Check(&t.policy); err != nil {
 		return algo.Decision{}, fmt.Errorf("redisstore: %w", err)
 	}
-	if err := t.store.do(ctx, []*store.Op{&op}, t.store.slotOf(&op)); err != nil {
+	c := t.store.cache
+	if c != nil {
+		c.ensure()
+		if d, err, ok := c.decide(t, key, now, n); ok {
+			return d, err
+		}
+	}
+	err := t.store.do(ctx, []*store.Op{&op}, t.store.slotOf(&op))
+	if c != nil {
+		c.after(&op, err)
+	}
+	if err != nil {
 		return algo.Decision{}, err
 	}
 	return op.Result.Decision, op.Result.Err
@@ -167,6 +182,25 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
+	if s.cache == nil {
+		return s.apply(ctx, ops)
+	}
+	s.cache.ensure()
+	if len(ops) == 1 && s.cache.answer(&ops[0]) {
+		return nil
+	}
+	s.cache.touched(ops)
+	err := s.apply(ctx, ops)
+	if len(ops) == 1 {
+		s.cache.after(&ops[0], err)
+	} else {
+		s.cache.touched(ops)
+	}
+	return err
+}
+
+// apply is Apply's, after the cache.
+func (s *Store) apply(ctx context.Context, ops []store.Op) error {
 	groups := s.groups(ops)
 	if len(groups) == 1 {
 		return s.do(ctx, groups[0].ops, groups[0].slot)
@@ -192,6 +226,18 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if err := s.checkAll(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
+	if s.cache == nil {
+		return s.applyEach(ctx, ops)
+	}
+	s.cache.ensure()
+	s.cache.touched(ops)
+	err := s.applyEach(ctx, ops)
+	s.cache.touched(ops)
+	return err
+}
+
+// applyEach is ApplyEach's, after the cache.
+func (s *Store) applyEach(ctx context.Context, ops []store.Op) error {
 	// The calls carry out their own copy of the ops, as do's do, the ops
 	// of each slot together, in their order.
 	order := make([]int, len(ops))

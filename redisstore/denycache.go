@@ -1,0 +1,421 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// CacheStats are the counts of a Store's deny cache (WithDenyCache), for
+// metrics: package prommetrics exports them.
+type CacheStats struct {
+	Entries  int64 // keys held, fills under way included
+	Bytes    int64 // bytes held, as the bound counts them
+	MaxBytes int64 // the bound (WithDenyCache)
+	// Hits counts decisions answered from the cache, without Redis.
+	Hits uint64
+	// Fills counts keys' states read into the cache after a denial.
+	Fills uint64
+	// Invalidations counts keys dropped because they were written, by
+	// this process or another (an invalidation from Redis).
+	Invalidations uint64
+	// Flushes counts drops of the whole cache: a lost or silent tracking
+	// connection, a FLUSHALL.
+	Flushes uint64
+	// Evictions counts keys dropped to stay within MaxBytes.
+	Evictions uint64
+	// Live reports whether the cache may answer now: its invalidations
+	// are known to arrive.
+	Live bool
+}
+
+// CacheStats returns the counts of the store's deny cache: the zero
+// CacheStats when it has none.
+func (s *Store) CacheStats() CacheStats {
+	c := s.cache
+	if c == nil {
+		return CacheStats{}
+	}
+	c.mu.RLock()
+	st := CacheStats{Entries: int64(len(c.m)), Bytes: c.bytes, MaxBytes: c.max}
+	c.mu.RUnlock()
+	st.Hits, st.Fills, st.Invalidations = c.hits.Load(), c.filled.Load(), c.invalidations.Load()
+	st.Flushes, st.Evictions = c.flushes.Load(), c.evictions.Load()
+	st.Live = c.isLive()
+	return st
+}
+
+// entryBytes is what the bound counts for a key besides its name's bytes:
+// the map's slot, the entry and the key's string header, as measured on
+// the heap (TestDenyCacheBytes).
+const entryBytes = 144
+
+// maxFills bounds the fills under way at once; a denial that finds them
+// all busy is not cached.
+const maxFills = 64
+
+// denyCache is a Store's cache of keys' states read after denials, with
+// which it answers, exactly, the decisions that the state denies (see
+// the package documentation, "Cached denials").
+type denyCache struct {
+	s   *Store
+	max int64
+	// base is the origin of liveUntil, read on the monotonic clock.
+	base      time.Time
+	liveUntil atomic.Int64 // ns since base until which the cache may serve
+	fills     chan struct{}
+	start     sync.Once
+	tr        *tracker
+
+	mu    sync.RWMutex
+	m     map[string]*entry // Redis key -> entry
+	bytes int64
+
+	hits, filled, invalidations, flushes, evictions atomic.Uint64
+}
+
+// entry is a key's state as Redis held it, or a fill under way (pending).
+type entry struct {
+	t       *table
+	pending bool
+	state   algo.State
+	// offset turns the caller's time into Redis's (server mode): the
+	// latest Redis's clock can be at a caller's instant.
+	offset int64
+	// until is the monotonic instant (ns since base) before which Redis
+	// cannot have expired the key.
+	until int64
+}
+
+func newDenyCache(s *Store, maxBytes int64) *denyCache {
+	return &denyCache{s: s, max: maxBytes, base: time.Now(), fills: make(chan struct{}, maxFills), m: make(map[string]*entry)}
+}
+
+// mono returns the monotonic time since base.
+func (c *denyCache) mono() int64 { return int64(time.Since(c.base)) }
+
+// ensure starts the tracker with the first decision.
+func (c *denyCache) ensure() {
+	c.start.Do(func() { c.tr = startTracker(c, c.s.client, c.s.cfg.prefix) })
+}
+
+func (c *denyCache) isLive() bool { return c.mono() < c.liveUntil.Load() }
+
+// live marks the cache live until t, an instant on the monotonic clock.
+func (c *denyCache) live(t time.Time) {
+	until := int64(t.Sub(c.base))
+	for {
+		old := c.liveUntil.Load()
+		if until <= old || c.liveUntil.CompareAndSwap(old, until) {
+			return
+		}
+	}
+}
+
+// flush drops every entry, and fills under way; unless server says the
+// server emptied itself (FLUSHALL), the cache serves nothing until the
+// tracker says it is live again.
+func (c *denyCache) flush(server bool) {
+	c.mu.Lock()
+	if !server {
+		c.liveUntil.Store(0)
+	}
+	if len(c.m) > 0 || !server {
+		c.m = make(map[string]*entry)
+		c.bytes = 0
+	}
+	c.mu.Unlock()
+	c.flushes.Add(1)
+}
+
+// invalidate drops the entries of keys, Redis keys that were written.
+func (c *denyCache) invalidate(keys []any) {
+	c.mu.Lock()
+	for _, k := range keys {
+		if key, ok := k.(string); ok {
+			if e := c.m[key]; e != nil {
+				c.remove(key, e)
+				c.invalidations.Add(1)
+			}
+		}
+	}
+	c.mu.Unlock()
+}
+
+// remove deletes key's entry e; c.mu is held.
+func (c *denyCache) remove(key string, e *entry) {
+	delete(c.m, key)
+	c.bytes -= entryBytes + int64(len(key))
+}
+
+// drop deletes the entry of key in t, which an op of this process may
+// write.
+func (c *denyCache) drop(t *table, key string) {
+	var buf [128]byte
+	k := redisKey(buf[:0], t, key)
+	c.mu.RLock()
+	e := c.m[string(k)]
+	c.mu.RUnlock()
+	if e == nil {
+		return
+	}
+	c.mu.Lock()
+	if e := c.m[string(k)]; e != nil {
+		c.remove(string(k), e)
+	}
+	c.mu.Unlock()
+}
+
+// redisKey appends key's Redis key in t to b.
+func redisKey(b []byte, t *table, key string) []byte {
+	return append(append(b, t.prefix...), key...)
+}
+
+// decide answers a decision of n units at now for key in t from the
+// cache: ok is false when the cache holds no state for it, is not live,
+// or the state would admit (which only Redis may).
+func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision, err error, ok bool) {
+	now0 := c.mono()
+	if t.policy.Algorithm() == algo.SlidingLog || now0 >= c.liveUntil.Load() {
+		return d, nil, false
+	}
+	var buf [128]byte
+	k := redisKey(buf[:0], t, key)
+	c.mu.RLock()
+	e := c.m[string(k)]
+	var st algo.State
+	var offset, until int64
+	if e != nil && !e.pending {
+		st, offset, until = e.state, e.offset, e.until
+	}
+	c.mu.RUnlock()
+	if e == nil || e.pending || now0 >= until {
+		return d, nil, false
+	}
+	d, err = t.policy.Decide(&st, now+offset, n)
+	switch {
+	case err != nil && !isCostExceedsBurst(err):
+		return d, nil, false
+	case d.Allowed:
+		return d, nil, false
+	case err != nil:
+		err = fmt.Errorf("redisstore: %w", err)
+	}
+	c.hits.Add(1)
+	return d, err, true
+}
+
+// denied starts a fill of key's state in t after Redis denied an op on
+// it, unless one is under way, the cache is not live, or the bound and
+// the fills under way leave no room.
+func (c *denyCache) denied(t *table, key string) {
+	if t.policy.Algorithm() == algo.SlidingLog {
+		return
+	}
+	k := t.prefix + key
+	size := entryBytes + int64(len(k))
+	if size > c.max {
+		return
+	}
+	c.mu.Lock()
+	if old := c.m[k]; (old != nil && old.pending) || !c.isLive() {
+		c.mu.Unlock()
+		return
+	} else if old != nil {
+		c.remove(k, old)
+	}
+	select {
+	case c.fills <- struct{}{}:
+	default:
+		c.mu.Unlock()
+		return
+	}
+	c.evictFor(size)
+	e := &entry{t: t, pending: true}
+	c.m[k] = e
+	c.bytes += size
+	c.mu.Unlock()
+	go func() {
+		defer func() { <-c.fills }()
+		c.fill(k, e)
+	}()
+}
+
+// evictFor drops entries, in the map's order, until size more bytes fit;
+// c.mu is held.
+func (c *denyCache) evictFor(size int64) {
+	for k, e := range c.m {
+		if c.bytes+size <= c.max {
+			return
+		}
+		c.remove(k, e)
+		c.evictions.Add(1)
+	}
+}
+
+// fill reads key's state, its expiry and (server mode) Redis's clock in
+// one round trip, and makes e, a pending entry, hold them, unless e was
+// dropped meanwhile: an invalidation of the key, or a flush, after e was
+// made covers any write after the read.
+func (c *denyCache) fill(key string, e *entry) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.timeout)
+	defer cancel()
+	sent := time.Now()
+	var get *redis.StringCmd
+	var ttl *redis.DurationCmd
+	var clock *redis.TimeCmd
+	_, err := c.s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get, ttl = p.Get(ctx, key), p.PTTL(ctx, key)
+		if !c.s.cfg.callerTime {
+			clock = p.Time(ctx)
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		c.abandon(key, e)
+		return
+	}
+	v, err := get.Result()
+	var st algo.State
+	if err == nil {
+		st, err = stateOf(e.t.policy.Algorithm(), v)
+	} else if err == redis.Nil {
+		err = nil // no key: the initial state
+	}
+	if err != nil {
+		c.abandon(key, e)
+		return
+	}
+	until := int64(math.MaxInt64)
+	if d := ttl.Val(); d >= 0 {
+		// The key expires at its PTTL after the read, which came after
+		// sent; a millisecond less for PTTL's rounding.
+		until = int64(sent.Sub(c.base) + d - time.Millisecond)
+	}
+	var offset int64
+	if clock != nil {
+		// Redis read its clock after sent; TIME has microseconds.
+		offset = clock.Val().UnixNano() + int64(time.Microsecond) - sent.UnixNano()
+	}
+	c.mu.Lock()
+	if c.m[key] == e {
+		e.state, e.offset, e.until, e.pending = st, offset, until, false
+		c.filled.Add(1)
+	}
+	c.mu.Unlock()
+}
+
+// abandon drops e, a fill that failed.
+func (c *denyCache) abandon(key string, e *entry) {
+	c.mu.Lock()
+	if c.m[key] == e {
+		c.remove(key, e)
+	}
+	c.mu.Unlock()
+}
+
+// stateOf returns the state in v, a bucket's or window's Redis value
+// (lua/batch.lua), for a table of algorithm a: an error for anything else.
+func stateOf(a algo.Algorithm, v string) (algo.State, error) {
+	var st algo.State
+	if len(v) != 33 || algo.Algorithm(v[0]) != a {
+		return st, fmt.Errorf("%w: a value of %d bytes", ErrCorrupt, len(v))
+	}
+	var f [4]int64
+	for i := range f {
+		x := math.Float64frombits(binary.LittleEndian.Uint64([]byte(v[1+8*i : 9+8*i])))
+		if x < 0 || x != math.Trunc(x) || x > maxExact {
+			return st, fmt.Errorf("%w: %v in a state", ErrCorrupt, x)
+		}
+		f[i] = int64(x)
+	}
+	// algo's encoding: its version byte, the algorithm, then T, X and Y
+	// as varints.
+	b, _ := st.MarshalBinary()
+	b = append(b[:1], byte(a))
+	b = binary.AppendUvarint(b, uint64(f[0]*1e9+f[1]))
+	b = binary.AppendUvarint(b, uint64(f[2]))
+	b = binary.AppendUvarint(b, uint64(f[3]))
+	if err := st.UnmarshalBinary(b); err != nil {
+		return st, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return st, nil
+}
+
+// Sync waits until the store's deny cache has applied every invalidation
+// of a write that Redis carried out before the call: for tests that
+// write in one process and decide in another. It returns at once for a
+// store without a cache, and an error while its tracking connection is
+// down.
+func (s *Store) Sync(ctx context.Context) error {
+	if s.cache == nil {
+		return nil
+	}
+	s.cache.ensure()
+	if s.cache.tr == nil {
+		return nil
+	}
+	return s.cache.tr.sync(ctx)
+}
+
+// Close stops the store's deny cache, if it has one, and its tracking
+// connection; it does not close the client. A store without a cache
+// needs no Close.
+func (s *Store) Close() error {
+	if s.cache != nil {
+		s.cache.ensure()
+		if s.cache.tr != nil {
+			s.cache.tr.close()
+		}
+		s.cache.flush(false)
+	}
+	return nil
+}
+
+// touched drops the cache's entries of ops' keys, which the ops may
+// write.
+func (c *denyCache) touched(ops []store.Op) {
+	for i := range ops {
+		if t, ok := ops[i].Table.(*table); ok && t.store == c.s {
+			c.drop(t, ops[i].Key)
+		}
+	}
+}
+
+func isCostExceedsBurst(err error) bool { return errors.Is(err, algo.ErrCostExceedsBurst) }
+
+// answer sets op's Result from the cache when op, an Apply's lone op, is
+// a decision that the cache answers.
+func (c *denyCache) answer(op *store.Op) bool {
+	if op.Kind != store.OpDecide {
+		return false
+	}
+	t := op.Table.(*table) // checked by Apply
+	d, err, ok := c.decide(t, op.Key, op.Now, op.N)
+	if !ok {
+		return false
+	}
+	op.Result = store.Result{Decision: d, At: op.Now, Err: err}
+	return true
+}
+
+// after updates the cache after op, a decision or an Apply's lone op,
+// went to Redis and ended with err: a denial starts a fill; anything
+// else may have written the key, whose entry goes.
+func (c *denyCache) after(op *store.Op, err error) {
+	t := op.Table.(*table)
+	if err == nil && op.Kind == store.OpDecide && !op.Result.Decision.Allowed {
+		c.denied(t, op.Key)
+		return
+	}
+	c.drop(t, op.Key)
+}

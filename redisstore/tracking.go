@@ -1,0 +1,342 @@
+package redisstore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The tracking connection's timing: a PING every heartbeat, answered
+// within deadTimeout or the connection is taken for dead; the cache
+// serves only while a PONG answered a PING sent within liveHorizon (see
+// the package documentation, "Cached denials").
+const (
+	heartbeat   = 100 * time.Millisecond
+	liveHorizon = 300 * time.Millisecond
+	deadTimeout = time.Second
+	redialWait  = 100 * time.Millisecond
+)
+
+// A tracker holds the deny cache's connection to Redis, on which Redis
+// sends an invalidation for every key under the store's prefix that
+// anyone writes (CLIENT TRACKING ON BCAST, RESP3 pushes), and applies
+// them to the cache. Any break in that stream (a connection lost, a
+// heartbeat unanswered) drops the whole cache, and it serves nothing
+// until a new connection has been set up and has answered a heartbeat.
+type tracker struct {
+	c      *denyCache
+	dial   func(ctx context.Context) (net.Conn, error)
+	user   func() (string, string)
+	prefix string
+	stop   context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	conn    net.Conn
+	w       *bufio.Writer
+	waiters []chan error // replies awaited on conn, in order
+}
+
+// startTracker starts the tracker of c on client's server, or returns
+// nil, with no goroutine, for a client it cannot track: a Redis Cluster
+// (not yet tracked) or a client of unknown type.
+func startTracker(c *denyCache, client redis.UniversalClient, prefix string) *tracker {
+	rc, ok := client.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	o := rc.Options()
+	t := &tracker{c: c, prefix: prefix, done: make(chan struct{})}
+	t.dial = func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) }
+	t.user = func() (string, string) {
+		if o.CredentialsProvider != nil {
+			return o.CredentialsProvider()
+		}
+		return o.Username, o.Password
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.stop = cancel
+	go t.run(ctx)
+	return t
+}
+
+// close stops the tracker and waits for it.
+func (t *tracker) close() {
+	t.stop()
+	<-t.done
+}
+
+// run keeps a tracking connection up until ctx ends.
+func (t *tracker) run(ctx context.Context) {
+	defer close(t.done)
+	for ctx.Err() == nil {
+		err := t.session(ctx)
+		t.c.flush(false)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // a lost connection: the cache is dropped, and a new one is made
+		select {
+		case <-ctx.Done():
+		case <-time.After(redialWait):
+		}
+	}
+}
+
+// session dials a connection, turns tracking on, and applies its
+// invalidations until it breaks or ctx ends.
+func (t *tracker) session(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, deadTimeout)
+	conn, err := t.dial(dctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	if err := t.handshake(conn, r); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.conn, t.w, t.waiters = conn, bufio.NewWriter(conn), nil
+	t.mu.Unlock()
+	beat := make(chan error, 1)
+	go func() { beat <- t.beat(ctx, conn) }()
+	err = t.read(r)
+	conn.Close()
+	t.mu.Lock()
+	for _, w := range t.waiters {
+		w <- errLost
+	}
+	t.conn, t.w, t.waiters = nil, nil, nil
+	t.mu.Unlock()
+	<-beat
+	return err
+}
+
+var errLost = errors.New("the tracking connection was lost")
+
+// handshake sets up conn: RESP3 (HELLO 3, with AUTH when the client has
+// credentials), a name, then tracking of the prefix's keys.
+func (t *tracker) handshake(conn net.Conn, r *bufio.Reader) error {
+	_ = conn.SetDeadline(time.Now().Add(deadTimeout))
+	defer func() { _ = conn.SetDeadline(time.Time{}) }()
+	hello := []string{"HELLO", "3"}
+	if user, pass := t.user(); pass != "" {
+		hello = append(hello, "AUTH", cmpOr(user, "default"), pass)
+	}
+	w := bufio.NewWriter(conn)
+	writeCommand(w, hello...)
+	writeCommand(w, "CLIENT", "SETNAME", "floodgate-tracking")
+	writeCommand(w, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", t.prefix)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for range 3 {
+		if _, push, err := readValue(r); err != nil {
+			return fmt.Errorf("setting up tracking: %w", err)
+		} else if push != nil {
+			return errors.New("setting up tracking: a push before tracking was on")
+		}
+	}
+	return nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// beat sends a PING every heartbeat and marks the cache live until
+// liveHorizon after the PING's sending once it is answered; a PING
+// unanswered within deadTimeout closes conn.
+func (t *tracker) beat(ctx context.Context, conn net.Conn) error {
+	for {
+		sent := time.Now()
+		ping, err := t.ping()
+		if err != nil {
+			return err
+		}
+		select {
+		case err := <-ping:
+			if err != nil {
+				return err
+			}
+			t.c.live(sent.Add(liveHorizon))
+		case <-time.After(deadTimeout):
+			t.c.flush(false)
+			conn.Close()
+			return errors.New("a heartbeat went unanswered")
+		case <-ctx.Done():
+			conn.Close()
+			return ctx.Err()
+		}
+		select {
+		case <-time.After(heartbeat - time.Since(sent)):
+		case <-ctx.Done():
+			conn.Close()
+			return ctx.Err()
+		}
+	}
+}
+
+// ping sends a PING on the connection and returns the channel that gets
+// its outcome: nil once PONG is read, which comes after every
+// invalidation of a write that Redis carried out before the PING.
+func (t *tracker) ping() (chan error, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conn == nil {
+		return nil, errLost
+	}
+	ch := make(chan error, 1)
+	writeCommand(t.w, "PING")
+	if err := t.w.Flush(); err != nil {
+		return nil, err
+	}
+	t.waiters = append(t.waiters, ch)
+	return ch, nil
+}
+
+// sync waits until every invalidation of a write that Redis carried out
+// before the call has been applied: a PING's answer comes after them.
+func (t *tracker) sync(ctx context.Context) error {
+	sent := time.Now()
+	ch, err := t.ping()
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		if err == nil {
+			t.c.live(sent.Add(liveHorizon))
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// read applies the connection's pushes and hands its replies to their
+// waiters, until it breaks.
+func (t *tracker) read(r *bufio.Reader) error {
+	for {
+		v, push, err := readValue(r)
+		if err != nil {
+			return err
+		}
+		if push == nil {
+			t.mu.Lock()
+			if len(t.waiters) > 0 {
+				w := t.waiters[0]
+				t.waiters = t.waiters[1:]
+				if e, ok := v.(replyError); ok {
+					w <- e
+				} else {
+					w <- nil
+				}
+			}
+			t.mu.Unlock()
+			continue
+		}
+		if len(push) == 2 && push[0] == "invalidate" {
+			keys, ok := push[1].([]any)
+			if !ok { // a null: FLUSHALL, FLUSHDB
+				t.c.flush(true)
+				continue
+			}
+			t.c.invalidate(keys)
+		}
+	}
+}
+
+// writeCommand writes a command as a RESP array of bulk strings.
+func writeCommand(w *bufio.Writer, args ...string) {
+	w.WriteByte('*')
+	w.WriteString(strconv.Itoa(len(args)))
+	w.WriteString("\r\n")
+	for _, a := range args {
+		w.WriteByte('$')
+		w.WriteString(strconv.Itoa(len(a)))
+		w.WriteString("\r\n")
+		w.WriteString(a)
+		w.WriteString("\r\n")
+	}
+}
+
+// replyError is an error reply.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// maxBulk bounds a bulk string the tracker reads: a key.
+const maxBulk = 1 << 20
+
+// readValue reads one RESP3 value: strings as strings, aggregates as
+// []any, null as nil; a push comes back as push (its elements) with v nil.
+func readValue(r *bufio.Reader) (v any, push []any, err error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return nil, nil, fmt.Errorf("a malformed RESP line %q", line)
+	}
+	kind, body := line[0], line[1:len(line)-2]
+	switch kind {
+	case '+', ':', ',', '(', '#':
+		return body, nil, nil
+	case '-', '!':
+		return replyError(body), nil, nil
+	case '_':
+		return nil, nil, nil
+	case '$', '=':
+		n, err := strconv.Atoi(body)
+		if err != nil || n > maxBulk {
+			return nil, nil, fmt.Errorf("a bulk string of length %q", body)
+		}
+		if n < 0 {
+			return nil, nil, nil
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, nil, err
+		}
+		return string(b[:n]), nil, nil
+	case '*', '~', '>', '%', '|':
+		n, err := strconv.Atoi(body)
+		if err != nil || n > maxBulk {
+			return nil, nil, fmt.Errorf("an aggregate of length %q", body)
+		}
+		if n < 0 {
+			return nil, nil, nil
+		}
+		if kind == '%' || kind == '|' {
+			n *= 2
+		}
+		elems := make([]any, n)
+		for i := range elems {
+			if elems[i], _, err = readValue(r); err != nil {
+				return nil, nil, err
+			}
+		}
+		switch kind {
+		case '>':
+			return nil, elems, nil
+		case '|': // attributes: the value follows
+			return readValue(r)
+		}
+		return elems, nil, nil
+	}
+	return nil, nil, fmt.Errorf("an unknown RESP type %q", kind)
+}
