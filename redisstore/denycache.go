@@ -193,12 +193,12 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 	c.mu.RLock()
 	e := c.m[string(k)]
 	var st algo.State
-	var offset, until int64
+	var offset, until int64 // until 0: no state
 	if e != nil && !e.pending {
 		st, offset, until = e.state, e.offset, e.until
 	}
 	c.mu.RUnlock()
-	if e == nil || e.pending || now0 >= until {
+	if now0 >= until {
 		return d, nil, false
 	}
 	d, err = t.policy.Decide(&st, now+offset, n)

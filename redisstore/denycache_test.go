@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -116,3 +119,286 @@ func TestDenyCacheFlood(t *testing.T) {
 
 var _ = fmt.Sprint
 var _ store.Op
+
+// processes is a store.Store made of several Stores on one Redis, with
+// one prefix, each with its own deny cache, as if in processes of their
+// own: each call goes to one of them, drawn at random, and then every
+// cache has seen every invalidation of the call's writes (Sync) and
+// every fill has finished, so that the next call finds the caches as
+// full as they can be.
+type processes struct {
+	t      testing.TB
+	ss     []*redisstore.Store
+	next   func() int
+	noSync bool // no barrier after a call: for one process, which sees its own writes at once
+}
+
+type procTable struct {
+	p  *processes
+	ts []store.Table
+}
+
+func (pt procTable) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
+	d, err := pt.ts[pt.p.next()].Decide(ctx, key, now, n)
+	pt.p.barrier(ctx)
+	return d, err
+}
+
+func (p *processes) Table(name string, pol algo.Policy) (store.Table, error) {
+	pt := procTable{p: p}
+	for _, s := range p.ss {
+		t, err := s.Table(name, pol)
+		if err != nil {
+			return nil, err
+		}
+		pt.ts = append(pt.ts, t)
+	}
+	return pt, nil
+}
+
+func (p *processes) Apply(ctx context.Context, ops []store.Op) error {
+	return p.call(ctx, ops, (*redisstore.Store).Apply)
+}
+
+func (p *processes) ApplyEach(ctx context.Context, ops []store.Op) error {
+	return p.call(ctx, ops, (*redisstore.Store).ApplyEach)
+}
+
+func (p *processes) call(ctx context.Context, ops []store.Op, f func(*redisstore.Store, context.Context, []store.Op) error) error {
+	i := p.next()
+	own := make([]store.Op, len(ops))
+	for k, op := range ops {
+		own[k] = op
+		own[k].Table = op.Table.(procTable).ts[i]
+	}
+	err := f(p.ss[i], ctx, own)
+	for k := range ops {
+		ops[k].Result = own[k].Result
+	}
+	p.barrier(ctx)
+	return err
+}
+
+// barrier waits until every cache has seen the invalidations of every
+// write so far, and every fill is done.
+func (p *processes) barrier(ctx context.Context) {
+	if p.noSync {
+		return
+	}
+	for _, s := range p.ss {
+		if err := s.Sync(ctx); err != nil {
+			p.t.Fatalf("sync: %v", err)
+		}
+		redisstore.WaitFills(s)
+	}
+}
+
+// Random traces of the storetest suite (policies at algo's bounds,
+// batches of several ops) through three processes with deny caches on one
+// Redis decide exactly as the memory store, the exact model that Redis
+// without a cache matches (TestDifferential).
+func TestDenyCacheDifferentialSuite(t *testing.T) {
+	c := testClient(t)
+	traces := 60
+	if testing.Short() {
+		traces = 10
+	}
+	for i, b := range storetest.Traces(19, 1, traces, 2000) {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			storetest.Differential(t, newProcesses(t, c, uint64(i)), b, 60)
+		})
+	}
+}
+
+// newProcesses returns three Stores with deny caches on c, sharing a new
+// prefix, as processes, the one of each call drawn from seed.
+func newProcesses(t testing.TB, c redis.UniversalClient, seed uint64) *processes {
+	prefix := fmt.Sprintf("dcdiff%d:", prefixes.Add(1))
+	rng := rand.New(rand.NewPCG(seed, 19))
+	p := &processes{t: t, next: func() int { return rng.IntN(3) }}
+	for range 3 {
+		p.ss = append(p.ss, cachedStore(t, c, prefix))
+	}
+	return p
+}
+
+// floodPolicies are the policies of TestDenyCacheDifferential: every
+// algorithm, at limits small enough that most decisions are denied.
+var floodPolicies = []string{"token-bucket 5/1s", "token-bucket 3/1s burst=4", "leaky-bucket 3/1s capacity=4",
+	"fixed-window 4/1s", "sliding-window 4/1s", "sliding-log 3/1s"}
+
+// Floods through three processes with deny caches on one Redis decide
+// exactly as the memory store, decision by decision, to the nanosecond:
+// random traces of mostly denied decisions on two keys, the time stepping
+// by a few milliseconds and now and then past a window, with admissions,
+// reservations (a schedule, then its refund), refunds, resets, ApplyEach
+// and reloads (the limiter's table swapped for one of another policy),
+// each by a process drawn at random, all caches synced after each op.
+func TestDenyCacheDifferential(t *testing.T) {
+	c := testClient(t)
+	traces, steps := 40, 300
+	if testing.Short() {
+		traces = 8
+	}
+	var hits, fills uint64
+	for i := range traces {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			p := newProcesses(t, c, uint64(i))
+			f := newFlood(t, p, uint64(i))
+			for range steps {
+				f.step()
+			}
+			for _, s := range p.ss {
+				st := s.CacheStats()
+				hits, fills = hits+st.Hits, fills+st.Fills
+			}
+		})
+	}
+	t.Logf("%d traces of %d ops: %d decisions answered by a cache, %d fills", traces, steps, hits, fills)
+	if hits < uint64(traces*steps/10) {
+		t.Errorf("%d decisions answered by a cache, in %d: the test tests too little", hits, traces*steps)
+	}
+}
+
+// One process sees its own writes at once: floods through one store with
+// a deny cache, without waiting for invalidations or fills, decide
+// exactly as the memory store.
+func TestDenyCacheOwnWrites(t *testing.T) {
+	c := testClient(t)
+	var hits uint64
+	for i := range 20 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			p := &processes{t: t, next: func() int { return 0 }, noSync: true}
+			p.ss = []*redisstore.Store{cachedStore(t, c, fmt.Sprintf("dcown%d:", prefixes.Add(1)))}
+			f := newFlood(t, p, uint64(i))
+			for range 300 {
+				f.step()
+			}
+			hits += p.ss[0].CacheStats().Hits
+		})
+	}
+	t.Logf("%d decisions answered by the cache", hits)
+	if hits == 0 {
+		t.Error("no decision was answered by the cache: the test tests nothing")
+	}
+}
+
+// flood is one trace of TestDenyCacheDifferential.
+type flood struct {
+	t        testing.TB
+	ctx      context.Context
+	rng      *rand.Rand
+	p        *processes
+	mem      store.Store
+	pol      algo.Policy
+	tp, tm   store.Table // the processes' table, memory's
+	now      int64
+	stampsP  map[string]algo.Stamp // each key's last admission, in Redis
+	stampsM  map[string]algo.Stamp // and in memory
+	reserved map[string]int64      // each key's last reservation's units
+}
+
+func newFlood(t testing.TB, p *processes, seed uint64) *flood {
+	f := &flood{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, 7)), p: p, mem: memstore.New(0),
+		now: cacheT0 + int64(seed)*1e6, stampsP: map[string]algo.Stamp{}, stampsM: map[string]algo.Stamp{}}
+	f.reload()
+	return f
+}
+
+// reload swaps the limiter's tables for a policy drawn anew.
+func (f *flood) reload() {
+	f.pol = algo.MustParsePolicy(floodPolicies[f.rng.IntN(len(floodPolicies))])
+	var err error
+	if f.tp, err = f.p.Table("flood", f.pol); err != nil {
+		f.t.Fatal(err)
+	}
+	if f.tm, err = f.mem.Table("flood", f.pol); err != nil {
+		f.t.Fatal(err)
+	}
+	clear(f.stampsP)
+	clear(f.stampsM)
+}
+
+// step draws the time and one op, carries it out in both, and compares.
+func (f *flood) step() {
+	f.t.Helper()
+	switch r := f.rng.IntN(100); {
+	case r < 3:
+		f.now += int64(f.pol.Period()) + f.rng.Int64N(int64(time.Second))
+	case r < 60:
+		f.now += f.rng.Int64N(int64(5 * time.Millisecond))
+	}
+	key := fmt.Sprint("k", f.rng.IntN(2))
+	op := store.Op{Kind: store.OpDecide, Key: key, Now: f.now, N: 1 + f.rng.Int64N(2)}
+	switch r := f.rng.IntN(100); {
+	case r < 55:
+		f.decide(key, op.N)
+		return
+	case r < 75: // an Apply of one decision
+	case r < 82:
+		op.Kind, op.MaxWait = store.OpSchedule, time.Duration(f.rng.Int64N(int64(time.Second)))
+	case r < 88:
+		op.Kind, op.N = store.OpRefund, 1
+	case r < 92:
+		op.Kind = store.OpReset
+	case r < 97:
+		f.each(key)
+		return
+	default:
+		f.reload()
+		return
+	}
+	f.apply([]store.Op{op})
+}
+
+// decide decides n units on key through Table.Decide.
+func (f *flood) decide(key string, n int64) {
+	f.t.Helper()
+	dp, errP := f.tp.Decide(f.ctx, key, f.now, n)
+	dm, errM := f.tm.Decide(f.ctx, key, f.now, n)
+	if dp != dm || !storetest.SameErrors(errP, errM) {
+		f.t.Fatalf("%v, %s, %d at %d: processes %+v %v, memory %+v %v", f.pol, key, n, f.now, dp, errP, dm, errM)
+	}
+}
+
+// each decides both keys and the first again in one ApplyEach.
+func (f *flood) each(key string) {
+	ops := []store.Op{
+		{Kind: store.OpDecide, Key: "k0", Now: f.now, N: 1},
+		{Kind: store.OpDecide, Key: "k1", Now: f.now, N: 1},
+		{Kind: store.OpDecide, Key: "k0", Now: f.now, N: 1},
+	}
+	f.run(ops, true)
+}
+
+// apply carries out ops by Apply.
+func (f *flood) apply(ops []store.Op) { f.run(ops, false) }
+
+func (f *flood) run(ops []store.Op, each bool) {
+	f.t.Helper()
+	op, om := slices.Clone(ops), slices.Clone(ops)
+	for i := range ops {
+		op[i].Table, om[i].Table = f.tp, f.tm
+		if ops[i].Kind == store.OpRefund {
+			op[i].Stamp, om[i].Stamp = f.stampsP[ops[i].Key], f.stampsM[ops[i].Key]
+		}
+	}
+	var errP, errM error
+	if each {
+		errP, errM = f.p.ApplyEach(f.ctx, op), f.mem.ApplyEach(f.ctx, om)
+	} else {
+		errP, errM = f.p.Apply(f.ctx, op), f.mem.Apply(f.ctx, om)
+	}
+	if !storetest.SameErrors(errP, errM) {
+		f.t.Fatalf("%v at %d: processes %v, memory %v", f.pol, f.now, errP, errM)
+	}
+	for i := range ops {
+		rp, rm := op[i].Result, om[i].Result
+		if rp.Decision != rm.Decision || rp.At != rm.At || rp.Stamp != rm.Stamp || !storetest.SameErrors(rp.Err, rm.Err) {
+			f.t.Fatalf("%v, op %+v at %d: processes %+v, memory %+v", f.pol, ops[i], f.now, rp, rm)
+		}
+		if rm.Decision.Allowed && ops[i].N > 0 && ops[i].Kind != store.OpRefund {
+			f.stampsP[ops[i].Key], f.stampsM[ops[i].Key] = rp.Stamp, rm.Stamp
+		}
+	}
+}
