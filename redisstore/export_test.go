@@ -15,3 +15,29 @@ func WaitFills(s *Store) {
 		runtime.Gosched()
 	}
 }
+
+// Cached reports whether s's deny cache holds a state (not a fill under
+// way) for key in t.
+func Cached(s *Store, t store.Table, key string) bool {
+	c := s.cache
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e := c.m[KeyOf(t, key)]
+	return e != nil && !e.pending
+}
+
+// Hold puts key of t in s's deny cache as a filled initial state, without
+// Redis: for measuring the cache's memory.
+func Hold(s *Store, t store.Table, key string) {
+	c := s.cache
+	k := KeyOf(t, key)
+	c.mu.Lock()
+	c.evictFor(entryBytes + int64(len(k)))
+	c.m[k] = &entry{t: t.(*table), until: 1 << 62}
+	c.bytes += entryBytes + int64(len(k))
+	c.mu.Unlock()
+}
+
+// EntryBytes is what the deny cache's bound counts for a key besides its
+// name's bytes.
+const EntryBytes = entryBytes
