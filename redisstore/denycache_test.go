@@ -342,7 +342,7 @@ func (f *flood) step() {
 	case r < 92:
 		op.Kind = store.OpReset
 	case r < 97:
-		f.each(key)
+		f.each()
 		return
 	default:
 		f.reload()
@@ -361,12 +361,15 @@ func (f *flood) decide(key string, n int64) {
 	}
 }
 
-// each decides both keys and the first again in one ApplyEach.
-func (f *flood) each(key string) {
-	ops := []store.Op{
-		{Kind: store.OpDecide, Key: "k0", Now: f.now, N: 1},
-		{Kind: store.OpDecide, Key: "k1", Now: f.now, N: 1},
-		{Kind: store.OpDecide, Key: "k0", Now: f.now, N: 1},
+// each carries out one to four decisions, now and then a reset, of
+// drawn keys in one ApplyEach.
+func (f *flood) each() {
+	ops := make([]store.Op, 1+f.rng.IntN(4))
+	for i := range ops {
+		ops[i] = store.Op{Kind: store.OpDecide, Key: fmt.Sprint("k", f.rng.IntN(2)), Now: f.now, N: 1}
+		if f.rng.IntN(5) == 0 {
+			ops[i].Kind = store.OpReset
+		}
 	}
 	f.run(ops, true)
 }

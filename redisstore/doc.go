@@ -165,9 +165,11 @@
 // units, retry and reset waits, window roll-overs included. When algo
 // denies, that is the answer, without Redis; when it would admit (a
 // refill, a new window, a peek), the decision goes to Redis, which alone
-// admits. Only lone decisions are answered locally (Table.Decide, an
-// Apply of one OpDecide): every other op goes to Redis, and drops the
-// entries of the keys it names. Sliding-log keys, a hash of up to LIMIT
+// admits. Only decisions are answered locally: a Table.Decide, an Apply
+// of one OpDecide, and each OpDecide of an ApplyEach on a key that no
+// earlier op of the call sends to Redis (the rest of the call goes to
+// Redis as one). Every other op goes to Redis, and drops the entries of
+// the keys it names. Sliding-log keys, a hash of up to LIMIT
 // entries, are not cached.
 //
 // The state is exact until someone writes the key: an admission, a

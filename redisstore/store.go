@@ -230,10 +230,7 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 		return s.applyEach(ctx, ops)
 	}
 	s.cache.ensure()
-	s.cache.touched(ops)
-	err := s.applyEach(ctx, ops)
-	s.cache.touched(ops)
-	return err
+	return s.cache.applyEach(ctx, ops)
 }
 
 // applyEach is ApplyEach's, after the cache.
