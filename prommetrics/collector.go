@@ -8,6 +8,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/failsafe"
 	"github.com/floodgate/floodgate/memstore"
+	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -55,8 +56,9 @@ func (c *Collector) Observer(policy string) *Counts {
 }
 
 // AddStore adds s's counts to the metrics, labelled store=name: a
-// memstore.Store's keys and bytes, a failsafe.Store's state and counts.
-// Other stores (Redis, a file) have nothing to add. It fails, with an
+// memstore.Store's keys and bytes, a failsafe.Store's state and counts,
+// and the deny cache's of a redisstore.Store made WithDenyCache, alone or
+// behind a failsafe.Store. Other stores (a file) have nothing to add. It fails, with an
 // error wrapping ErrInvalidName, for an empty name or one already added.
 func (c *Collector) AddStore(name string, s store.Store) error {
 	c.mu.Lock()
@@ -101,7 +103,30 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if f, ok := ns.s.(failsafeStats); ok {
 			collectFailsafe(ch, ns.name, f.Stats())
 		}
+		if d, ok := denyCacheOf(ns.s); ok {
+			collectDenyCache(ch, ns.name, d.CacheStats())
+		}
 	}
+}
+
+// denyCacheStats is a store with a deny cache (a redisstore.Store), as
+// the Collector sees it.
+type denyCacheStats interface{ CacheStats() redisstore.CacheStats }
+
+// denyCacheOf returns s, or the store it wraps (Unwrap, as a
+// failsafe.Store's), that has a deny cache.
+func denyCacheOf(s store.Store) (denyCacheStats, bool) {
+	for range 8 { // wrappers of wrappers, but never a cycle
+		if d, ok := s.(denyCacheStats); ok {
+			return d, d.CacheStats().MaxBytes > 0
+		}
+		w, ok := s.(interface{ Unwrap() store.Store })
+		if !ok {
+			return nil, false
+		}
+		s = w.Unwrap()
+	}
+	return nil, false
 }
 
 // memoryStats is a memory store, as the Collector sees it.

@@ -12,9 +12,12 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/failsafe"
 	"github.com/floodgate/floodgate/filestore"
+	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/prommetrics"
+	"github.com/floodgate/floodgate/redisstore"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -181,4 +184,49 @@ func TestConcurrentDecisions(t *testing.T) {
 	}
 	wg.Wait()
 	check(t, "8 goroutines of 500 calls on 3 keys", scrape(t, m), decisions("api", 3000, 1000, 0, 0, 0))
+}
+
+// A Redis store's deny cache, behind a failsafe store, is counted under
+// the failsafe store's name.
+func TestDenyCache(t *testing.T) {
+	c := redistest.SharedServer(t).Client(t)
+	rs, err := redisstore.New(c, redisstore.WithPrefix("prommetrics-denycache:"), redisstore.WithDenyCache(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	fs, err := failsafe.New(rs, failsafe.Options{Mode: failsafe.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1h"), floodgate.WithStore(fs)))
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	m := prommetrics.New()
+	if err := m.AddStore("main", fs); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); rs.CacheStats().Hits < 10; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no hits in 5 s: %+v", rs.CacheStats())
+		}
+		l.Allow(ctx, "k")
+		time.Sleep(time.Millisecond)
+	}
+	got := scrape(t, m)
+	st := rs.CacheStats()
+	for series, want := range map[string]float64{
+		`floodgate_deny_cache_entries{store="main"}`:     1,
+		`floodgate_deny_cache_live{store="main"}`:        1,
+		`floodgate_deny_cache_fills_total{store="main"}`: float64(st.Fills),
+		`floodgate_deny_cache_bytes{store="main"}`:       float64(st.Bytes),
+	} {
+		if got[series] != want {
+			t.Errorf("%s = %v, want %v", series, got[series], want)
+		}
+	}
+	if got[`floodgate_deny_cache_hits_total{store="main"}`] < 10 {
+		t.Errorf("hits %v, want at least 10", got[`floodgate_deny_cache_hits_total{store="main"}`])
+	}
 }

@@ -3,6 +3,7 @@ package prommetrics
 import (
 	"github.com/floodgate/floodgate/failsafe"
 	"github.com/floodgate/floodgate/memstore"
+	"github.com/floodgate/floodgate/redisstore"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -35,10 +36,31 @@ var (
 		"Times the store a failsafe store wraps (or one of a Redis Cluster's hash slots) came back after being down.", []string{"store"}, nil)
 )
 
+var (
+	cacheHitsDesc = prometheus.NewDesc("floodgate_deny_cache_hits_total",
+		"Decisions a Redis store's deny cache answered without Redis (denials, exact).", []string{"store"}, nil)
+	cacheFillsDesc = prometheus.NewDesc("floodgate_deny_cache_fills_total",
+		"Keys' states a deny cache read from Redis after a denial.", []string{"store"}, nil)
+	cacheInvalidationsDesc = prometheus.NewDesc("floodgate_deny_cache_invalidations_total",
+		"Keys a deny cache dropped because Redis reported a write to them.", []string{"store"}, nil)
+	cacheFlushesDesc = prometheus.NewDesc("floodgate_deny_cache_flushes_total",
+		"Times a deny cache dropped every key: its tracking connection lost or silent, a FLUSHALL.", []string{"store"}, nil)
+	cacheEvictionsDesc = prometheus.NewDesc("floodgate_deny_cache_evictions_total",
+		"Keys a deny cache dropped to stay within its bound in bytes.", []string{"store"}, nil)
+	cacheEntriesDesc = prometheus.NewDesc("floodgate_deny_cache_entries",
+		"Keys a deny cache holds.", []string{"store"}, nil)
+	cacheBytesDesc = prometheus.NewDesc("floodgate_deny_cache_bytes",
+		"Bytes a deny cache holds, as its bound counts them.", []string{"store"}, nil)
+	cacheLiveDesc = prometheus.NewDesc("floodgate_deny_cache_live",
+		"Whether a deny cache may answer now (1): its tracking connection is up and answering.", []string{"store"}, nil)
+)
+
 // allDescs are the descriptions of every metric a Collector may collect.
 var allDescs = []*prometheus.Desc{decisionsDesc, storeErrorsDesc,
 	memKeysDesc, memDrainedDesc, memEvictionsDesc, memBytesDesc, memMaxBytesDesc,
-	storeDownDesc, storeFailuresDesc, storeFallbacksDesc, storeTripsDesc, storeRecoveriesDesc}
+	storeDownDesc, storeFailuresDesc, storeFallbacksDesc, storeTripsDesc, storeRecoveriesDesc,
+	cacheHitsDesc, cacheFillsDesc, cacheInvalidationsDesc, cacheFlushesDesc, cacheEvictionsDesc,
+	cacheEntriesDesc, cacheBytesDesc, cacheLiveDesc}
 
 func collectDecisions(ch chan<- prometheus.Metric, policy string, o *Counts) {
 	allowed, denied := o.load()
@@ -69,4 +91,19 @@ func collectFailsafe(ch chan<- prometheus.Metric, name string, st failsafe.Stats
 	ch <- prometheus.MustNewConstMetric(storeFallbacksDesc, prometheus.CounterValue, float64(st.Local), name, "local")
 	ch <- prometheus.MustNewConstMetric(storeTripsDesc, prometheus.CounterValue, float64(st.Trips), name)
 	ch <- prometheus.MustNewConstMetric(storeRecoveriesDesc, prometheus.CounterValue, float64(st.Recoveries), name)
+}
+
+func collectDenyCache(ch chan<- prometheus.Metric, name string, st redisstore.CacheStats) {
+	live := 0.0
+	if st.Live {
+		live = 1
+	}
+	ch <- prometheus.MustNewConstMetric(cacheHitsDesc, prometheus.CounterValue, float64(st.Hits), name)
+	ch <- prometheus.MustNewConstMetric(cacheFillsDesc, prometheus.CounterValue, float64(st.Fills), name)
+	ch <- prometheus.MustNewConstMetric(cacheInvalidationsDesc, prometheus.CounterValue, float64(st.Invalidations), name)
+	ch <- prometheus.MustNewConstMetric(cacheFlushesDesc, prometheus.CounterValue, float64(st.Flushes), name)
+	ch <- prometheus.MustNewConstMetric(cacheEvictionsDesc, prometheus.CounterValue, float64(st.Evictions), name)
+	ch <- prometheus.MustNewConstMetric(cacheEntriesDesc, prometheus.GaugeValue, float64(st.Entries), name)
+	ch <- prometheus.MustNewConstMetric(cacheBytesDesc, prometheus.GaugeValue, float64(st.Bytes), name)
+	ch <- prometheus.MustNewConstMetric(cacheLiveDesc, prometheus.GaugeValue, live, name)
 }
