@@ -88,8 +88,8 @@ type entry struct {
 	t       *table
 	pending bool
 	state   algo.State
-	// offset turns the caller's time into Redis's (server mode): the
-	// latest Redis's clock can be at a caller's instant.
+	// offset turns the monotonic clock (ns since base) into Redis's
+	// (server mode): the latest Redis's clock can be at an instant.
 	offset int64
 	// until is the monotonic instant (ns since base) before which Redis
 	// cannot have expired the key.
@@ -201,7 +201,10 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 	if now0 >= until {
 		return d, nil, false
 	}
-	d, err = t.policy.Decide(&st, now+offset, n)
+	if !c.s.cfg.callerTime {
+		now = now0 + offset // Redis's clock, as Redis would decide
+	}
+	d, err = t.policy.Decide(&st, now, n)
 	switch {
 	case err != nil && !isCostExceedsBurst(err):
 		return d, nil, false
@@ -304,7 +307,7 @@ func (c *denyCache) fill(key string, e *entry) {
 	var offset int64
 	if clock != nil {
 		// Redis read its clock after sent; TIME has microseconds.
-		offset = clock.Val().UnixNano() + int64(time.Microsecond) - sent.UnixNano()
+		offset = clock.Val().UnixNano() + int64(time.Microsecond) - int64(sent.Sub(c.base))
 	}
 	c.mu.Lock()
 	if c.m[key] == e {

@@ -197,10 +197,13 @@
 // a write Redis carried out before it. A connection that breaks or falls
 // silent for a second drops the whole cache, and a new one starts empty.
 // A key is answered only until the instant Redis may expire it (its
-// PTTL). With Redis's clock (the default), the state is decided at the
-// caller's instant read on Redis's clock, which the fill measures from
-// above, within its round trip; with WithCallerTime, at the caller's
-// time, exactly. Behind a failsafe.Store the cache answers as long as its
+// PTTL). With Redis's clock (the default), the script decides at Redis's
+// time, whatever the caller's; so does the cache, at Redis's clock as
+// read by the fill (TIME) and carried on by this process's monotonic
+// clock, an estimate from above that is late by at most the fill's round
+// trip: a decision at the edge of a refill may be answered as Redis
+// would have answered it that much later. With WithCallerTime both decide
+// at the caller's time, and the cache is exact to the nanosecond. Behind a failsafe.Store the cache answers as long as its
 // connection does: a cached denial is Redis's answer, not a fallback.
 //
 // The cache is bounded in bytes (WithDenyCache), counting each key at
