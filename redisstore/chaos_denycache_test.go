@@ -130,7 +130,7 @@ func TestChaosDenyCacheServerRestart(t *testing.T) {
 }
 
 // A stopped redis-server (SIGSTOP) leaves the tracking connection open
-// but silent: the cache stops answering within its horizon (300 ms), and
+// but silent: the cache stops answering within its horizon (500 ms), and
 // decisions go to Redis and fail by the store's timeout; once Redis
 // resumes, the cache is live again within a second.
 func TestChaosDenyCacheServerStopped(t *testing.T) {
@@ -140,7 +140,7 @@ func TestChaosDenyCacheServerStopped(t *testing.T) {
 	tb := overLimit(t, s, "k")
 	srv.Pause()
 	defer srv.Resume()
-	time.Sleep(400 * time.Millisecond) // the fault is real time: past the horizon
+	time.Sleep(600 * time.Millisecond) // the fault is real time: past the horizon
 	ctx := context.Background()
 	start := time.Now()
 	_, err := tb.Decide(ctx, "k", cacheT0, 1)

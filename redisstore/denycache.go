@@ -218,8 +218,8 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 }
 
 // denied starts a fill of key's state in t after Redis denied an op on
-// it, unless one is under way, the cache is not live, or the bound and
-// the fills under way leave no room.
+// it, unless the cache holds the key already, is not live, or the bound
+// and the fills under way leave no room.
 func (c *denyCache) denied(t *table, key string) {
 	if t.policy.Algorithm() == algo.SlidingLog {
 		return
@@ -230,11 +230,13 @@ func (c *denyCache) denied(t *table, key string) {
 		return
 	}
 	c.mu.Lock()
-	if old := c.m[k]; (old != nil && old.pending) || !c.isLive() {
+	// An entry already there stays: a fill under way, or a state that
+	// other callers' denials, sent to Redis while it was pending, found
+	// already (a state that Redis no longer holds has an invalidation on
+	// its way, after which the next denial fills the key again).
+	if c.m[k] != nil || !c.isLive() {
 		c.mu.Unlock()
 		return
-	} else if old != nil {
-		c.remove(k, old)
 	}
 	select {
 	case c.fills <- struct{}{}:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -403,5 +404,79 @@ func (f *flood) run(ops []store.Op, each bool) {
 		if rm.Decision.Allowed && ops[i].N > 0 && ops[i].Kind != store.OpRefund {
 			f.stampsP[ops[i].Key], f.stampsM[ops[i].Key] = rp.Stamp, rm.Stamp
 		}
+	}
+}
+
+// Denied decisions on one key from 32 goroutines a CPU, as in a flood:
+// with the deny cache (answered in memory) and without (script calls,
+// batched).
+func BenchmarkDenied(b *testing.B) {
+	c := testClient(b)
+	for _, cached := range []bool{false, true} {
+		b.Run(fmt.Sprint("cache=", cached), func(b *testing.B) {
+			prefix := fmt.Sprintf("bdenied%d:", prefixes.Add(1))
+			var s *redisstore.Store
+			if cached {
+				s = cachedStore(b, c, prefix)
+			} else {
+				s = newStore(b, c, redisstore.WithPrefix(prefix), redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
+			}
+			tb, _ := s.Table("b", algo.MustParsePolicy("fixed-window 1/1h"))
+			ctx := context.Background()
+			tb.Decide(ctx, "k", cacheT0, 1)
+			tb.Decide(ctx, "k", cacheT0, 1)
+			redisstore.WaitFills(s)
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if d, err := tb.Decide(ctx, "k", cacheT0, 1); err != nil || d.Allowed {
+						b.Errorf("%+v %v", d, err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			if cached {
+				b.ReportMetric(float64(s.CacheStats().Hits)/float64(b.N), "hits/op")
+			}
+		})
+	}
+}
+
+// 64 callers flooding one key from its first denial on: the calls sent
+// to Redis while the fill is under way find their key filled when they
+// come back denied, and leave the state be, so after the fill every
+// decision is answered from the cache.
+func TestDenyCacheConcurrentFlood(t *testing.T) {
+	srv := redistest.NewServer(t)
+	c := srv.Client(t)
+	s := cachedStore(t, c, "cflood:")
+	tb, _ := s.Table("api", algo.MustParsePolicy("fixed-window 1/1h"))
+	ctx := context.Background()
+	if d, err := tb.Decide(ctx, "k", cacheT0, 1); err != nil || !d.Allowed {
+		t.Fatalf("the first decision: %+v %v", d, err)
+	}
+	before := commands(t, c)
+	const callers, each = 64, 200
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range each {
+				if d, err := tb.Decide(ctx, "k", cacheT0, 1); err != nil || d.Allowed {
+					t.Errorf("%+v %v", d, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	after := commands(t, c)
+	calls := after["fcall"] - before["fcall"] + after["evalsha"] - before["evalsha"]
+	t.Logf("%d callers, %d denied decisions each: %d script calls to Redis; %+v", callers, each, calls, s.CacheStats())
+	if hits := s.CacheStats().Hits; hits < callers*each*9/10 || calls > 100 {
+		t.Errorf("%d decisions: %d answered by the cache, %d script calls; want nine tenths answered, and at most 100 calls",
+			callers*each, hits, calls)
 	}
 }

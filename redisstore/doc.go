@@ -193,7 +193,7 @@
 // The cache fails safe. It answers nothing until its connection has
 // turned tracking on and answered a PING; it sends a PING every 100 ms
 // and answers only while the last answer came to a PING sent within the
-// last 300 ms, since a PING's answer comes after every invalidation of
+// last 500 ms, since a PING's answer comes after every invalidation of
 // a write Redis carried out before it. A connection that breaks or falls
 // silent for a second drops the whole cache, and a new one starts empty.
 // A key is answered only until the instant Redis may expire it (its

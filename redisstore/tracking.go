@@ -20,7 +20,7 @@ import (
 // the package documentation, "Cached denials").
 const (
 	heartbeat   = 100 * time.Millisecond
-	liveHorizon = 300 * time.Millisecond
+	liveHorizon = 500 * time.Millisecond
 	deadTimeout = time.Second
 	redialWait  = 100 * time.Millisecond
 )
