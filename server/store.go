@@ -10,6 +10,7 @@ import (
 	"github.com/floodgate/floodgate/failsafe"
 
 	"github.com/floodgate/floodgate/memstore"
+	"github.com/floodgate/floodgate/redisstore"
 
 	"github.com/floodgate/floodgate/storeurl"
 )
@@ -40,7 +41,11 @@ func (in *instance) openStore() error {
 		in.store = in.mem
 		return nil
 	}
-	s, closer, err := storeurl.Open(url)
+	var extra []redisstore.Option
+	if n := in.o.DenyCacheBytes; n >= 0 {
+		extra = append(extra, redisstore.WithDenyCache(cmp.Or(n, redisstore.DefaultDenyCacheBytes)))
+	}
+	s, closer, err := storeurl.Open(url, extra...)
 	if err != nil {
 		return fmt.Errorf("--store: %w", err)
 	}

@@ -133,8 +133,17 @@ func open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, er
 		client.Close()
 		return nil, nil, err
 	}
-	return s, client, nil
+	return s, storeAndClient{s, client}, nil
 }
+
+// storeAndClient closes a Redis store (its deny cache's connection),
+// then its client.
+type storeAndClient struct {
+	s *redisstore.Store
+	c io.Closer
+}
+
+func (sc storeAndClient) Close() error { return errors.Join(sc.s.Close(), sc.c.Close()) }
 
 // filePath returns the path of a file: URL: file:PATH, PATH as it is, or
 // file:///PATH (file://localhost/PATH), a URL whose path is absolute and

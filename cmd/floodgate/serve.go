@@ -160,6 +160,10 @@ as FLOODGATE_STORE; a flag given wins):
                         metadata of the rules still within their limit
   --max-memory BYTES    the memory store's bound in bytes, all policies
                         together (default: the configuration's, else 256 MiB)
+  --deny-cache BYTES    with a Redis store: the bound in bytes of the cache of
+                        denied keys, which answers requests over their limit
+                        without Redis, exactly, until anyone writes the key
+                        (default 33554432, 32 MiB; 0 turns it off)
   --snapshot FILE       the memory store's snapshot (default: the
                         configuration's, else serve.snapshot in the state
                         directory: $XDG_STATE_HOME/floodgate, else
@@ -209,7 +213,7 @@ var serveEnv = map[string]string{
 	"config": "FLOODGATE_CONFIG", "envoy-config": "FLOODGATE_ENVOY_CONFIG", "envoy-shadow-mode": "FLOODGATE_ENVOY_SHADOW_MODE",
 	"envoy-response-headers": "FLOODGATE_ENVOY_RESPONSE_HEADERS", "envoy-quota-mode": "FLOODGATE_ENVOY_QUOTA_MODE",
 	"envoy-dynamic-metadata": "FLOODGATE_ENVOY_DYNAMIC_METADATA",
-	"max-memory":             "FLOODGATE_MAX_MEMORY", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
+	"max-memory":             "FLOODGATE_MAX_MEMORY", "deny-cache": "FLOODGATE_DENY_CACHE", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
 	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "pprof": "FLOODGATE_PPROF", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
 	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
 }
@@ -228,6 +232,7 @@ type serveOptions struct {
 	envoyQuota      bool            // --envoy-quota-mode
 	envoyMetadata   bool            // --envoy-dynamic-metadata
 	maxMemory       int64           // --max-memory; 0 for the configuration's
+	denyCache       int64           // --deny-cache; 0 for none
 	snapshot        string          // --snapshot
 	snapshotEvery   time.Duration   // --snapshot-interval
 	shutdownTimeout time.Duration   // --shutdown-timeout
@@ -292,6 +297,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.BoolVar(&o.envoyMetadata, "envoy-dynamic-metadata", false, "")
 	fs.TextVar(&o.envoyHeaders, "envoy-response-headers", envoyrls.NoHeaders, "")
 	fs.Int64Var(&o.maxMemory, "max-memory", 0, "")
+	fs.Int64Var(&o.denyCache, "deny-cache", redisstore.DefaultDenyCacheBytes, "")
 	fs.StringVar(&o.snapshot, "snapshot", "", "")
 	fs.DurationVar(&o.snapshotEvery, "snapshot-interval", server.DefaultSnapshotInterval, "")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "")
@@ -358,6 +364,9 @@ func (o *serveOptions) validate() error {
 	if o.maxMemory < 0 {
 		return fmt.Errorf("--max-memory %d: a number of bytes cannot be negative", o.maxMemory)
 	}
+	if o.denyCache < 0 {
+		return fmt.Errorf("--deny-cache %d: a number of bytes cannot be negative", o.denyCache)
+	}
 	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", o.logLevel)
 	}
@@ -389,6 +398,10 @@ func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
 	}
 	if so.MetricsAddr == "off" {
 		so.MetricsAddr = ""
+	}
+	so.DenyCacheBytes = o.denyCache
+	if o.denyCache == 0 {
+		so.DenyCacheBytes = -1 // off
 	}
 	if o.set["snapshot-interval"] {
 		so.SnapshotInterval = &o.snapshotEvery
