@@ -286,17 +286,16 @@ func TestDenyCacheOwnWrites(t *testing.T) {
 
 // flood is one trace of TestDenyCacheDifferential.
 type flood struct {
-	t        testing.TB
-	ctx      context.Context
-	rng      *rand.Rand
-	p        *processes
-	mem      store.Store
-	pol      algo.Policy
-	tp, tm   store.Table // the processes' table, memory's
-	now      int64
-	stampsP  map[string]algo.Stamp // each key's last admission, in Redis
-	stampsM  map[string]algo.Stamp // and in memory
-	reserved map[string]int64      // each key's last reservation's units
+	t       testing.TB
+	ctx     context.Context
+	rng     *rand.Rand
+	p       *processes
+	mem     store.Store
+	pol     algo.Policy
+	tp, tm  store.Table // the processes' table, memory's
+	now     int64
+	stampsP map[string]algo.Stamp // each key's last admission, in Redis
+	stampsM map[string]algo.Stamp // and in memory
 }
 
 func newFlood(t testing.TB, p *processes, seed uint64) *flood {
