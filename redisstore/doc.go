@@ -178,8 +178,9 @@
 // write to the store on a connection of its own (CLIENT TRACKING ON
 // BCAST PREFIX, RESP3 invalidation pushes, for every key under the
 // store's prefix), and the store drops the key's entry on receipt. A
-// fill that an invalidation of its key overtakes is dropped, so no state
-// older than the latest invalidation is ever kept. The time between
+// fill that an invalidation of its key overtakes is dropped (even that
+// of a write made before the fill's read: the next denial fills the key
+// again), so no state older than the latest invalidation is ever kept. The time between
 // another process's write and this store dropping the entry is the
 // invalidation window: one trip of a push from Redis to this process
 // (the README's "Cached denials" has the measured figures); a decision
