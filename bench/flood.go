@@ -6,6 +6,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/server"
 	"github.com/go-redis/redis_rate/v10"
 )
@@ -50,8 +51,14 @@ var floodPolicy = fmt.Sprintf("token-bucket %d/%s", FloodLimit, FloodPeriod)
 // A variant of floodgate's is one more line: a name and the redisstore
 // options it adds to floodgateOnRedis(floodPolicy). cmd/ratios divides
 // the figures of the peer named "floodgate" by the others'.
+//
+// "floodgate" is the limiter with redisstore's deny cache
+// (WithDenyCache, of serve's default size), which floodgate serve has on
+// by default, and
+// "floodgate-nocache" the same without it.
 var FloodRedisPeers = []RedisPeer{
-	{Name: "floodgate", New: floodgateOnRedis(floodPolicy)},
+	{Name: "floodgate", New: floodgateOnRedis(floodPolicy, redisstore.WithDenyCache(redisstore.DefaultDenyCacheBytes))},
+	{Name: "floodgate-nocache", New: floodgateOnRedis(floodPolicy)},
 	{Name: "redis_rate", New: redisRate(redis_rate.Limit{Rate: FloodLimit, Burst: FloodLimit, Period: FloodPeriod})},
 }
 
@@ -78,6 +85,8 @@ const EnvoyLocalCacheBytes = 1 << 20
 // floodgateFloodService sets.
 var FloodServicePeers = []FloodServicePeer{
 	{Name: "floodgate", Start: floodgateFloodService()},
+	{Name: "floodgate-nocache", Start: floodgateFloodService(func(o *server.Options) { o.DenyCacheBytes = -1 }),
+		Note: "floodgate serve with --deny-cache 0: every check goes to Redis (flood scenarios only)"},
 	{Name: "envoy-ratelimit", Start: envoyFloodService(0), Done: stopEnvoyRateLimit},
 	{Name: "envoy-ratelimit-cache", Start: envoyFloodService(EnvoyLocalCacheBytes), Done: stopEnvoyRateLimit,
 		Note: fmt.Sprintf("envoy-ratelimit with its local cache of over-limit keys on (LOCAL_CACHE_SIZE_IN_BYTES=%d): "+

@@ -49,9 +49,10 @@ func floodgateOnRedis(policy string, opts ...redisstore.Option) func(*redis.Clie
 		}
 		l, err := floodgate.NewLimiter(p, floodgate.WithStore(s))
 		if err != nil {
+			s.Close()
 			return nil, err
 		}
-		return floodgateLimiter{l: l}, nil
+		return floodgateLimiter{l: l, stop: func() { s.Close() }}, nil
 	}
 }
 
