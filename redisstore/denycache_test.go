@@ -187,6 +187,15 @@ func (p *processes) call(ctx context.Context, ops []store.Op, f func(*redisstore
 	return err
 }
 
+// hits returns the decisions answered by the caches so far.
+func (p *processes) hits() uint64 {
+	var n uint64
+	for _, s := range p.ss {
+		n += s.CacheStats().Hits
+	}
+	return n
+}
+
 // barrier waits until every cache has seen the invalidations of every
 // write so far, and every fill is done.
 func (p *processes) barrier(ctx context.Context) {
@@ -231,9 +240,13 @@ func newProcesses(t testing.TB, c redis.UniversalClient, seed uint64) *processes
 }
 
 // floodPolicies are the policies of TestDenyCacheDifferential: every
-// algorithm, at limits small enough that most decisions are denied.
+// algorithm, at limits small enough that most decisions are denied; and
+// byte rates whose counts, and states, pass 2^32 (a 10 Gbit/s link and
+// faster), decided in units of a quarter of their bursts (flood.unit).
 var floodPolicies = []string{"token-bucket 5/1s", "token-bucket 3/1s burst=4", "leaky-bucket 3/1s capacity=4",
-	"fixed-window 4/1s", "sliding-window 4/1s", "sliding-log 3/1s"}
+	"fixed-window 4/1s", "sliding-window 4/1s", "sliding-log 3/1s",
+	"token-bucket 1250000000/1s burst=5000000000", "leaky-bucket 8000000000/1s capacity=32000000000",
+	"fixed-window 5000000000/1s", "sliding-window 5000000000/1s"}
 
 // Floods through three processes with deny caches on one Redis decide
 // exactly as the memory store, decision by decision, to the nanosecond:
@@ -248,7 +261,7 @@ func TestDenyCacheDifferential(t *testing.T) {
 	if testing.Short() {
 		traces = 8
 	}
-	var hits, fills uint64
+	var hits, fills, bigHits uint64
 	for i := range traces {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			p := newProcesses(t, c, uint64(i))
@@ -260,11 +273,12 @@ func TestDenyCacheDifferential(t *testing.T) {
 				st := s.CacheStats()
 				hits, fills = hits+st.Hits, fills+st.Fills
 			}
+			bigHits += f.bigHits
 		})
 	}
-	t.Logf("%d traces of %d ops: %d decisions answered by a cache, %d fills", traces, steps, hits, fills)
-	if hits < uint64(traces*steps/10) {
-		t.Errorf("%d decisions answered by a cache, in %d: the test tests too little", hits, traces*steps)
+	t.Logf("%d traces of %d ops: %d decisions answered by a cache (%d on counts above 2^32), %d fills", traces, steps, hits, bigHits, fills)
+	if hits < uint64(traces*steps/10) || bigHits == 0 {
+		t.Errorf("%d decisions answered by a cache, in %d, %d on counts above 2^32: the test tests too little", hits, traces*steps, bigHits)
 	}
 }
 
@@ -299,10 +313,12 @@ type flood struct {
 	p       *processes
 	mem     store.Store
 	pol     algo.Policy
+	unit    int64       // the cost of one unit of the trace: 1, or a quarter of a burst above 2^32
 	tp, tm  store.Table // the processes' table, memory's
 	now     int64
 	stampsP map[string]algo.Stamp // each key's last admission, in Redis
 	stampsM map[string]algo.Stamp // and in memory
+	bigHits uint64                // decisions answered by a cache while unit > 1
 }
 
 func newFlood(t testing.TB, p *processes, seed uint64) *flood {
@@ -315,6 +331,10 @@ func newFlood(t testing.TB, p *processes, seed uint64) *flood {
 // reload swaps the limiter's tables for a policy drawn anew.
 func (f *flood) reload() {
 	f.pol = algo.MustParsePolicy(floodPolicies[f.rng.IntN(len(floodPolicies))])
+	f.unit = 1
+	if f.pol.Burst() > 1<<32 {
+		f.unit = f.pol.Burst() / 4
+	}
 	var err error
 	if f.tp, err = f.p.Table("flood", f.pol); err != nil {
 		f.t.Fatal(err)
@@ -329,6 +349,10 @@ func (f *flood) reload() {
 // step draws the time and one op, carries it out in both, and compares.
 func (f *flood) step() {
 	f.t.Helper()
+	if f.unit > 1 {
+		before := f.p.hits()
+		defer func() { f.bigHits += f.p.hits() - before }()
+	}
 	switch r := f.rng.IntN(100); {
 	case r < 3:
 		f.now += int64(f.pol.Period()) + f.rng.Int64N(int64(time.Second))
@@ -336,7 +360,7 @@ func (f *flood) step() {
 		f.now += f.rng.Int64N(int64(5 * time.Millisecond))
 	}
 	key := fmt.Sprint("k", f.rng.IntN(2))
-	op := store.Op{Kind: store.OpDecide, Key: key, Now: f.now, N: 1 + f.rng.Int64N(2)}
+	op := store.Op{Kind: store.OpDecide, Key: key, Now: f.now, N: (1 + f.rng.Int64N(2)) * f.unit}
 	switch r := f.rng.IntN(100); {
 	case r < 55:
 		f.decide(key, op.N)
@@ -345,7 +369,7 @@ func (f *flood) step() {
 	case r < 82:
 		op.Kind, op.MaxWait = store.OpSchedule, time.Duration(f.rng.Int64N(int64(time.Second)))
 	case r < 88:
-		op.Kind, op.N = store.OpRefund, 1
+		op.Kind, op.N = store.OpRefund, f.unit
 	case r < 92:
 		op.Kind = store.OpReset
 	case r < 97:
@@ -373,7 +397,7 @@ func (f *flood) decide(key string, n int64) {
 func (f *flood) each() {
 	ops := make([]store.Op, 1+f.rng.IntN(4))
 	for i := range ops {
-		ops[i] = store.Op{Kind: store.OpDecide, Key: fmt.Sprint("k", f.rng.IntN(2)), Now: f.now, N: 1}
+		ops[i] = store.Op{Kind: store.OpDecide, Key: fmt.Sprint("k", f.rng.IntN(2)), Now: f.now, N: f.unit}
 		if f.rng.IntN(5) == 0 {
 			ops[i].Kind = store.OpReset
 		}
