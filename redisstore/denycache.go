@@ -69,12 +69,16 @@ const maxFills = 64
 type denyCache struct {
 	s   *Store
 	max int64
-	// base is the origin of liveUntil, read on the monotonic clock.
-	base      time.Time
-	liveUntil atomic.Int64 // ns since base until which the cache may serve
-	fills     chan struct{}
-	start     sync.Once
-	tr        *tracker
+	// base is the origin of the trackers' and entries' instants, read on
+	// the monotonic clock.
+	base  time.Time
+	fills chan struct{}
+	start sync.Once
+	tr    *tracker // off a Cluster, the one tracker
+
+	trMu     sync.Mutex
+	trackers map[*redis.Client]*tracker // on a Cluster, by master (trackerOf)
+	closed   bool
 
 	mu    sync.RWMutex
 	m     map[string]*entry // Redis key -> entry
@@ -86,6 +90,7 @@ type denyCache struct {
 // entry is a key's state as Redis held it, or a fill under way (pending).
 type entry struct {
 	t       *table
+	tr      *tracker // whose invalidations the entry relies on
 	pending bool
 	state   algo.State
 	// offset turns the monotonic clock (ns since base) into Redis's
@@ -103,35 +108,34 @@ func newDenyCache(s *Store, maxBytes int64) *denyCache {
 // mono returns the monotonic time since base.
 func (c *denyCache) mono() int64 { return int64(time.Since(c.base)) }
 
-// ensure starts the tracker with the first decision.
+// ensure starts the tracker, off a Cluster, with the first decision.
 func (c *denyCache) ensure() {
-	c.start.Do(func() { c.tr = startTracker(c, c.s.client, c.s.cfg.prefix) })
-}
-
-func (c *denyCache) isLive() bool { return c.mono() < c.liveUntil.Load() }
-
-// live marks the cache live until t, an instant on the monotonic clock.
-func (c *denyCache) live(t time.Time) {
-	until := int64(t.Sub(c.base))
-	for {
-		old := c.liveUntil.Load()
-		if until <= old || c.liveUntil.CompareAndSwap(old, until) {
-			return
+	c.start.Do(func() {
+		if rc, ok := c.s.client.(*redis.Client); ok {
+			c.tr = startTracker(c, rc, c.s.cfg.prefix)
 		}
-	}
+	})
 }
 
-// flush drops every entry, and fills under way; unless server says the
-// server emptied itself (FLUSHALL), the cache serves nothing until the
-// tracker says it is live again.
-func (c *denyCache) flush(server bool) {
+// flush drops tr's entries, and its fills under way; unless server says
+// the server emptied itself (FLUSHALL), tr vouches for nothing until it
+// is live again.
+func (c *denyCache) flush(tr *tracker, server bool) {
 	c.mu.Lock()
 	if !server {
-		c.liveUntil.Store(0)
+		tr.liveUntil.Store(0)
 	}
-	if len(c.m) > 0 || !server {
-		c.m = make(map[string]*entry)
-		c.bytes = 0
+	if tr == c.tr {
+		if len(c.m) > 0 {
+			c.m = make(map[string]*entry)
+			c.bytes = 0
+		}
+	} else {
+		for k, e := range c.m {
+			if e.tr == tr {
+				c.remove(k, e)
+			}
+		}
 	}
 	c.mu.Unlock()
 	c.flushes.Add(1)
@@ -184,8 +188,7 @@ func redisKey(b []byte, t *table, key string) []byte {
 // cache: ok is false when the cache holds no state for it, is not live,
 // or the state would admit (which only Redis may).
 func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision, err error, ok bool) {
-	now0 := c.mono()
-	if t.policy.Algorithm() == algo.SlidingLog || now0 >= c.liveUntil.Load() {
+	if t.policy.Algorithm() == algo.SlidingLog {
 		return d, nil, false
 	}
 	var buf [128]byte
@@ -193,12 +196,14 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 	c.mu.RLock()
 	e := c.m[string(k)]
 	var st algo.State
+	var tr *tracker
 	var offset, until int64 // until 0: no state
 	if e != nil && !e.pending {
-		st, offset, until = e.state, e.offset, e.until
+		st, tr, offset, until = e.state, e.tr, e.offset, e.until
 	}
 	c.mu.RUnlock()
-	if now0 >= until {
+	now0 := c.mono()
+	if now0 >= until || !tr.isLive() || !c.owns(tr, k) {
 		return d, nil, false
 	}
 	if !c.s.cfg.callerTime {
@@ -229,12 +234,16 @@ func (c *denyCache) denied(t *table, key string) {
 	if size > c.max {
 		return
 	}
+	tr := c.trackerFor(k)
+	if tr == nil {
+		return
+	}
 	c.mu.Lock()
 	// An entry already there stays: a fill under way, or a state that
 	// other callers' denials, sent to Redis while it was pending, found
 	// already (a state that Redis no longer holds has an invalidation on
 	// its way, after which the next denial fills the key again).
-	if c.m[k] != nil || !c.isLive() {
+	if c.m[k] != nil || !tr.isLive() {
 		c.mu.Unlock()
 		return
 	}
@@ -245,7 +254,7 @@ func (c *denyCache) denied(t *table, key string) {
 		return
 	}
 	c.evictFor(size)
-	e := &entry{t: t, pending: true}
+	e := &entry{t: t, tr: tr, pending: true}
 	c.m[k] = e
 	c.bytes += size
 	c.mu.Unlock()
@@ -268,7 +277,9 @@ func (c *denyCache) evictFor(size int64) {
 }
 
 // fill reads key's state, its expiry and (server mode) Redis's clock in
-// one round trip, and makes e, a pending entry, hold them, unless e was
+// one round trip to the server of e's tracker (a MOVED reply there, a
+// slot that moved, abandons it), and makes e, a pending entry, hold
+// them, unless e was
 // dropped meanwhile: an invalidation of the key, or a flush, after e was
 // made covers any write after the read.
 func (c *denyCache) fill(key string, e *entry) {
@@ -278,7 +289,7 @@ func (c *denyCache) fill(key string, e *entry) {
 	var get *redis.StringCmd
 	var ttl *redis.DurationCmd
 	var clock *redis.TimeCmd
-	_, err := c.s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := e.tr.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		get, ttl = p.Get(ctx, key), p.PTTL(ctx, key)
 		if !c.s.cfg.callerTime {
 			clock = p.Time(ctx)
@@ -354,36 +365,6 @@ func stateOf(a algo.Algorithm, v string) (algo.State, error) {
 		return st, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return st, nil
-}
-
-// Sync waits until the store's deny cache has applied every invalidation
-// of a write that Redis carried out before the call: for tests that
-// write in one process and decide in another. It returns at once for a
-// store without a cache, and an error while its tracking connection is
-// down.
-func (s *Store) Sync(ctx context.Context) error {
-	if s.cache == nil {
-		return nil
-	}
-	s.cache.ensure()
-	if s.cache.tr == nil {
-		return nil
-	}
-	return s.cache.tr.sync(ctx)
-}
-
-// Close stops the store's deny cache, if it has one, and its tracking
-// connection; it does not close the client. A store without a cache
-// needs no Close.
-func (s *Store) Close() error {
-	if s.cache != nil {
-		s.cache.ensure()
-		if s.cache.tr != nil {
-			s.cache.tr.close()
-		}
-		s.cache.flush(false)
-	}
-	return nil
 }
 
 // touched drops the cache's entries of ops' keys, which the ops may

@@ -256,11 +256,16 @@ var floodPolicies = []string{"token-bucket 5/1s", "token-bucket 3/1s burst=4", "
 // and reloads (the limiter's table swapped for one of another policy),
 // each by a process drawn at random, all caches synced after each op.
 func TestDenyCacheDifferential(t *testing.T) {
-	c := testClient(t)
-	traces, steps := 40, 300
+	traces := 40
 	if testing.Short() {
 		traces = 8
 	}
+	denyCacheDifferential(t, testClient(t), traces)
+}
+
+// denyCacheDifferential runs traces of TestDenyCacheDifferential on c.
+func denyCacheDifferential(t *testing.T, c redis.UniversalClient, traces int) {
+	const steps = 300
 	var hits, fills, bigHits uint64
 	for i := range traces {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

@@ -211,8 +211,21 @@
 // its name's length plus 144 bytes (the entry, its state and the map's
 // slot, measured on the heap); past the bound, the cache drops other
 // keys to make room. Store.CacheStats counts hits, fills, invalidations
-// and flushes (package prommetrics exports them). On a Redis Cluster the
-// option is ignored for now.
+// and flushes (package prommetrics exports them).
+//
+// On a Redis Cluster each master has its own tracking connection, with
+// its own heartbeat, started when a key of its slots is first denied (or
+// by Store.Sync), and an entry relies on that of the master whose slots
+// held its key when it was filled: the fill reads the key from that
+// master (a MOVED reply abandons it), and the entry is answered only
+// while that master's connection is live and the cluster layout that
+// go-redis holds still names it as the master of the key's slot. So a
+// master that is lost or falls silent drops, or stops answering, its
+// own slots' entries, while the other masters' keep being answered; and
+// a slot that moves (a failover, a resharding, seen by go-redis on a
+// MOVED reply or a reload of its layout) is not answered from a state
+// that the old master's invalidations kept. The connection of a node
+// that is no longer a master stays until Close.
 //
 // Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7, with
 // both forms of the code.

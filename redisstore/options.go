@@ -132,10 +132,11 @@ const DefaultDenyCacheBytes = 32 << 20
 // its own (CLIENT TRACKING); the package documentation, "Cached
 // denials", says when an answer is local and how long another process's
 // write may take to be seen. 0, the default, means no cache; a negative
-// maxBytes is an error. The cache works on a single Redis or Sentinel's
-// failover client; on a Redis Cluster it is ignored (every decision goes
-// to Redis). A store with a cache has a goroutine and a connection of its
-// own: Close stops them.
+// maxBytes is an error. The cache works on a single Redis, Sentinel's
+// failover client and a Redis Cluster (a tracking connection to each
+// master); on any other client it is ignored. A store with a cache has a
+// goroutine and a connection of its own (on a Cluster, one of each per
+// master): Close stops them.
 func WithDenyCache(maxBytes int64) Option {
 	return optionFunc(func(c *config) error {
 		if maxBytes < 0 {

@@ -61,7 +61,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 		s.modeArg = "c"
 	}
 	s.batcher = newBatcher(s)
-	if _, single := c.(*redis.Client); single && cfg.denyCache > 0 {
+	if _, single := c.(*redis.Client); (single || cluster) && cfg.denyCache > 0 {
 		s.cache = newDenyCache(s, cfg.denyCache)
 	}
 	return s, nil

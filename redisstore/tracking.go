@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,19 +26,24 @@ const (
 	redialWait  = 100 * time.Millisecond
 )
 
-// A tracker holds the deny cache's connection to Redis, on which Redis
-// sends an invalidation for every key under the store's prefix that
-// anyone writes (CLIENT TRACKING ON BCAST, RESP3 pushes), and applies
-// them to the cache. Any break in that stream (a connection lost, a
-// heartbeat unanswered) drops the whole cache, and it serves nothing
+// A tracker holds the deny cache's connection to one Redis server (on a
+// Cluster, one master), on which the server sends an invalidation for
+// every key under the store's prefix that anyone writes there (CLIENT
+// TRACKING ON BCAST, RESP3 pushes), and applies them to the cache. Any
+// break in that stream (a connection lost, a heartbeat unanswered) drops
+// the entries the tracker vouches for (e.tr), and it vouches for none
 // until a new connection has been set up and has answered a heartbeat.
 type tracker struct {
 	c      *denyCache
-	dial   func(ctx context.Context) (net.Conn, error)
-	user   func() (string, string)
-	prefix string
-	stop   context.CancelFunc
-	done   chan struct{}
+	client *redis.Client // the server's client, through which fills go
+	// liveUntil is the instant (ns since c.base) until which the
+	// tracker's entries may be served.
+	liveUntil atomic.Int64
+	dial      func(ctx context.Context) (net.Conn, error)
+	user      func() (string, string)
+	prefix    string
+	stop      context.CancelFunc
+	done      chan struct{}
 
 	mu      sync.Mutex
 	conn    net.Conn
@@ -45,16 +51,10 @@ type tracker struct {
 	waiters []chan error // replies awaited on conn, in order
 }
 
-// startTracker starts the tracker of c on client's server, or returns
-// nil, with no goroutine, for a client it cannot track: a Redis Cluster
-// (not yet tracked) or a client of unknown type.
-func startTracker(c *denyCache, client redis.UniversalClient, prefix string) *tracker {
-	rc, ok := client.(*redis.Client)
-	if !ok {
-		return nil
-	}
+// startTracker starts a tracker of c on rc's server.
+func startTracker(c *denyCache, rc *redis.Client, prefix string) *tracker {
 	o := rc.Options()
-	t := &tracker{c: c, prefix: prefix, done: make(chan struct{})}
+	t := &tracker{c: c, client: rc, prefix: prefix, done: make(chan struct{})}
 	t.dial = func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) }
 	t.user = func() (string, string) {
 		if o.CredentialsProvider != nil {
@@ -68,6 +68,19 @@ func startTracker(c *denyCache, client redis.UniversalClient, prefix string) *tr
 	return t
 }
 
+func (t *tracker) isLive() bool { return t.c.mono() < t.liveUntil.Load() }
+
+// live marks the tracker live until at, an instant on the monotonic clock.
+func (t *tracker) live(at time.Time) {
+	until := int64(at.Sub(t.c.base))
+	for {
+		old := t.liveUntil.Load()
+		if until <= old || t.liveUntil.CompareAndSwap(old, until) {
+			return
+		}
+	}
+}
+
 // close stops the tracker and waits for it.
 func (t *tracker) close() {
 	t.stop()
@@ -79,7 +92,7 @@ func (t *tracker) run(ctx context.Context) {
 	defer close(t.done)
 	for ctx.Err() == nil {
 		err := t.session(ctx)
-		t.c.flush(false)
+		t.c.flush(t, false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -172,9 +185,9 @@ func (t *tracker) beat(ctx context.Context, conn net.Conn) error {
 			if err != nil {
 				return err
 			}
-			t.c.live(sent.Add(liveHorizon))
+			t.live(sent.Add(liveHorizon))
 		case <-time.After(deadTimeout):
-			t.c.flush(false)
+			t.c.flush(t, false)
 			conn.Close()
 			return errors.New("a heartbeat went unanswered")
 		case <-ctx.Done():
@@ -219,7 +232,7 @@ func (t *tracker) sync(ctx context.Context) error {
 	select {
 	case err := <-ch:
 		if err == nil {
-			t.c.live(sent.Add(liveHorizon))
+			t.live(sent.Add(liveHorizon))
 		}
 		return err
 	case <-ctx.Done():
@@ -252,7 +265,7 @@ func (t *tracker) read(r *bufio.Reader) error {
 		if len(push) == 2 && push[0] == "invalidate" {
 			keys, ok := push[1].([]any)
 			if !ok { // a null: FLUSHALL, FLUSHDB
-				t.c.flush(true)
+				t.c.flush(t, true)
 				continue
 			}
 			t.c.invalidate(keys)
