@@ -304,8 +304,11 @@ func (c *denyCache) fill(key string, e *entry) {
 	var st algo.State
 	if err == nil {
 		st, err = stateOf(e.t.policy.Algorithm(), v)
-	} else if err == redis.Nil {
-		err = nil // no key: the initial state
+	} else if err == redis.Nil && !c.s.cluster {
+		// No key: the initial state. On a Cluster an absent key is not
+		// kept: a slot that moves drops only the entries of the keys
+		// that its old master held (the migration's deletions).
+		err = nil
 	}
 	if err != nil {
 		c.abandon(key, e)

@@ -2,13 +2,18 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -113,5 +118,126 @@ func TestDenyCacheClusterFlood(t *testing.T) {
 	if len(masters) != 3 || sent > 5 || st.Hits < flood-5 {
 		t.Errorf("%d denied decisions on %d masters cost %d Redis commands, %d hits; want 3 masters, at most 5 commands",
 			flood, len(masters), sent, st.Hits)
+	}
+}
+
+// nodeID returns the cluster node ID of c's node.
+func nodeID(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// moveSlot moves slot from node src to node dst of nodes as redis-cli
+// --cluster reshard does: IMPORTING and MIGRATING, MIGRATE of its keys,
+// then SETSLOT NODE on every node.
+func moveSlot(t *testing.T, nodes []*redis.Client, slot int64, src, dst int) {
+	t.Helper()
+	srcID, dstID := nodeID(t, nodes[src]), nodeID(t, nodes[dst])
+	must := func(c *redis.Client, args ...any) {
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	must(nodes[dst], "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
+	must(nodes[src], "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
+	keys, err := nodes[src].ClusterGetKeysInSlot(ctx, int(slot), 1000).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(nodes[dst].Options().Addr, ":")
+	if len(keys) > 0 {
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		must(nodes[src], args...)
+	}
+	must(nodes[dst], "CLUSTER", "SETSLOT", slot, "NODE", dstID)
+	for i, c := range nodes {
+		if i != dst {
+			must(c, "CLUSTER", "SETSLOT", slot, "NODE", dstID)
+		}
+	}
+}
+
+// A slot resharded to another master while a key of it is cached: the
+// migration drops the entry, and a reset of the key on its new master by
+// another process is seen (the key admitted), though this process's
+// client still holds the old layout.
+func TestDenyCacheClusterReshard(t *testing.T) {
+	cl := redistest.NewCluster(t)
+	c := cl.Client(t)
+	s := cachedStore(t, c, "reshard:")
+	p := algo.MustParsePolicy("fixed-window 2/1h")
+	tb, _ := s.Table("api", p)
+	overLimitOn(t, s, tb, "k")
+	nodes := nodeClients(t, cl)
+	k := redisstore.KeyOf(tb, "k")
+	master, err := c.MasterForKey(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := slices.Index(cl.Addrs(), master.Options().Addr)
+	dst := (src + 1) % len(nodes)
+	slot, err := nodes[src].ClusterKeySlot(ctx, k).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	moveSlot(t, nodes, slot, src, dst)
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if redisstore.Cached(s, tb, "k") {
+		t.Fatalf("the cache holds a key whose slot moved: %+v", s.CacheStats())
+	}
+	other := newStore(t, cl.Client(t), redisstore.WithPrefix("reshard:"), redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
+	to, _ := other.Table("api", p)
+	if err := other.Apply(ctx, []store.Op{{Kind: store.OpReset, Table: to, Key: "k", Now: cacheT0}}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := tb.Decide(ctx, "k", cacheT0, 1); err != nil || !d.Allowed {
+		t.Fatalf("after the move and another process's reset: %+v %v, want admitted", d, err)
+	}
+	// Denied again, the key is cached again, from its new master, once
+	// go-redis has its new layout.
+	if d, err := tb.Decide(ctx, "k", cacheT0, 1); err != nil || !d.Allowed {
+		t.Fatalf("the second unit after the reset: %+v %v", d, err)
+	}
+	took := waitFor(t, 5*time.Second, "the key cached from its new master", func() bool {
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := tb.Decide(ctx, "k", cacheT0, 1); err != nil || d.Allowed {
+			t.Fatalf("denied on its new master: %+v %v", d, err)
+		}
+		redisstore.WaitFills(s)
+		return redisstore.Cached(s, tb, "k")
+	})
+	hits := s.CacheStats().Hits
+	if d, err := tb.Decide(ctx, "k", cacheT0, 1); err != nil || d.Allowed || s.CacheStats().Hits != hits+1 {
+		t.Fatalf("a denial on the new master: %+v %v, %+v; want denied by the cache", d, err, s.CacheStats())
+	}
+	t.Logf("cached again from the new master %v after the move; %+v", took, s.CacheStats())
+}
+
+// On a Cluster a denied key that Redis does not hold (a cost above the
+// burst on a fresh key) is not cached: a move of its slot would not drop
+// it.
+func TestDenyCacheClusterAbsentKey(t *testing.T) {
+	s := cachedStore(t, redistest.SharedCluster(t).Client(t), fmt.Sprintf("absent%d:", prefixes.Add(1)))
+	tb, _ := s.Table("api", algo.MustParsePolicy("fixed-window 2/1h"))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := tb.Decide(ctx, "fresh", cacheT0, 3); d.Allowed || !errors.Is(err, algo.ErrCostExceedsBurst) {
+		t.Fatalf("a cost above the burst: %+v %v", d, err)
+	}
+	redisstore.WaitFills(s)
+	if redisstore.Cached(s, tb, "fresh") {
+		t.Fatalf("the cache holds a key that Redis does not: %+v", s.CacheStats())
 	}
 }

@@ -225,12 +225,11 @@
 // a slot that moves (a failover, a resharding, seen by go-redis on a
 // MOVED reply or a reload of its layout) is not answered from a state
 // that the old master's invalidations kept. A slot resharded away drops
-// its keys' entries by itself (the old master's deletion of each key it
-// migrates is an invalidation); until go-redis learns of the move, only
-// an entry of a key that did not exist when the slot moved (a cost above
-// the burst on a fresh key) may still be answered from its initial
-// state. The connection of a node that is no longer a master stays
-// until Close.
+// its keys' entries even before go-redis learns of the move: the old
+// master's deletion of each key it migrates is an invalidation. For that,
+// on a Cluster the cache keeps only keys that Redis holds (a cost above
+// the burst on a fresh key is not cached). The connection of a node that
+// is no longer a master stays until Close.
 //
 // Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7, with
 // both forms of the code.
