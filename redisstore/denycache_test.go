@@ -444,9 +444,17 @@ func (f *flood) run(ops []store.Op, each bool) {
 
 // Denied decisions on one key from 32 goroutines a CPU, as in a flood:
 // with the deny cache (answered in memory) and without (script calls,
-// batched).
+// batched), on a single Redis and on a Cluster.
 func BenchmarkDenied(b *testing.B) {
-	c := testClient(b)
+	for _, on := range []struct {
+		name   string
+		client func(testing.TB) redis.UniversalClient
+	}{{"server", single}, {"cluster", clusterClient}} {
+		b.Run(on.name, func(b *testing.B) { benchmarkDenied(b, on.client(b)) })
+	}
+}
+
+func benchmarkDenied(b *testing.B, c redis.UniversalClient) {
 	for _, cached := range []bool{false, true} {
 		b.Run(fmt.Sprint("cache=", cached), func(b *testing.B) {
 			prefix := fmt.Sprintf("bdenied%d:", prefixes.Add(1))
