@@ -9,6 +9,9 @@ import "time"
 // C*T". Both are computed here in units of 1/LIMIT nanoseconds, where the
 // emission interval T = PERIOD/LIMIT is exactly PERIOD units.
 func (p *Policy) bucket(s *State, now, n int64) Decision {
+	if p.tick != 0 && s.x == 0 {
+		return p.bucketTick(s, now, n)
+	}
 	limit := uint64(p.limit)
 	frac := uint64(s.x)
 	if frac >= limit { // written under a larger limit
@@ -45,4 +48,31 @@ func (p *Policy) bucketRemaining(wait u128) int64 {
 // bucketDuration converts x units of 1/LIMIT ns to nanoseconds, rounded up.
 func (p *Policy) bucketDuration(x u128) time.Duration {
 	return time.Duration(x.ceilDiv64(uint64(p.limit)))
+}
+
+// bucketTick is bucket for a policy whose T is a whole number of
+// nanoseconds (p.tick) and a TAT with no fraction, which every event then
+// keeps: every quantity of bucket is a multiple of LIMIT units, so it
+// computes them in whole nanoseconds, in 64 bits, with the same results.
+// TAT - t is below MaxTime+MaxDrain and n*T at most MaxDrain, so no sum
+// overflows a uint64.
+func (p *Policy) bucketTick(s *State, now, n int64) Decision {
+	tau := uint64(p.burst) * uint64(p.tick) // at most MaxDrain
+	var wait uint64                         // TAT - t, or 0 when the bucket is full
+	if s.t > now {
+		wait = uint64(s.t - now)
+	}
+	after := wait + uint64(n)*uint64(p.tick) // TAT' - t if admitted
+	if n > 0 && after <= tau {
+		s.t = now + int64(after)
+		return Decision{Allowed: true, Remaining: int64((tau - after) / uint64(p.tick)), ResetAfter: time.Duration(after)}
+	}
+	d := Decision{Allowed: n == 0, ResetAfter: time.Duration(wait)}
+	if wait <= tau {
+		d.Remaining = int64((tau - wait) / uint64(p.tick))
+	}
+	if n > 0 {
+		d.RetryAfter = time.Duration(after - tau)
+	}
+	return d
 }

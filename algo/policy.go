@@ -73,6 +73,7 @@ type Policy struct {
 	limit  int64
 	period int64 // nanoseconds
 	burst  int64 // burst, capacity, or limit for the window algorithms
+	tick   int64 // buckets: the emission interval PERIOD/LIMIT when a whole ns, else 0
 }
 
 // bp returns burst*period: the buckets' tau in units of 1/limit ns, and
@@ -117,6 +118,9 @@ func newPolicy(alg Algorithm, limit int64, period time.Duration, burst int64) (P
 		burst = limit
 	}
 	p := Policy{alg: alg, limit: limit, period: int64(period), burst: burst}
+	if alg.isBucket() && int64(period)%limit == 0 {
+		p.tick = int64(period) / limit
+	}
 	if alg.isBucket() && mul64(uint64(MaxDrain), uint64(limit)).less(p.bp()) {
 		years, _ := p.bp().div64(uint64(limit) * uint64(8766*time.Hour))
 		return Policy{}, fmt.Sprintf("%s %d at %d/%s takes %d years to drain; the most is 100",
