@@ -10,7 +10,7 @@ import "time"
 // emission interval T = PERIOD/LIMIT is exactly PERIOD units.
 func (p *Policy) bucket(s *State, now, n int64) Decision {
 	if p.tick != 0 && s.x == 0 {
-		return p.bucketTick(s, now, n)
+		return p.bucketTick(&s.t, now, n)
 	}
 	limit := uint64(p.limit)
 	frac := uint64(s.x)
@@ -51,20 +51,20 @@ func (p *Policy) bucketDuration(x u128) time.Duration {
 }
 
 // bucketTick is bucket for a policy whose T is a whole number of
-// nanoseconds (p.tick) and a TAT with no fraction, which every event then
-// keeps: every quantity of bucket is a multiple of LIMIT units, so it
+// nanoseconds (p.tick) and a TAT *tat with no fraction, which every event
+// then keeps: every quantity of bucket is a multiple of LIMIT units, so it
 // computes them in whole nanoseconds, in 64 bits, with the same results.
 // TAT - t is below MaxTime+MaxDrain and n*T at most MaxDrain, so no sum
 // overflows a uint64.
-func (p *Policy) bucketTick(s *State, now, n int64) Decision {
+func (p *Policy) bucketTick(tat *int64, now, n int64) Decision {
 	tau := uint64(p.burst) * uint64(p.tick) // at most MaxDrain
 	var wait uint64                         // TAT - t, or 0 when the bucket is full
-	if s.t > now {
-		wait = uint64(s.t - now)
+	if *tat > now {
+		wait = uint64(*tat - now)
 	}
 	after := wait + uint64(n)*uint64(p.tick) // TAT' - t if admitted
 	if n > 0 && after <= tau {
-		s.t = now + int64(after)
+		*tat = now + int64(after)
 		return Decision{Allowed: true, Remaining: int64((tau - after) / uint64(p.tick)), ResetAfter: time.Duration(after)}
 	}
 	d := Decision{Allowed: n == 0, ResetAfter: time.Duration(wait)}

@@ -1,6 +1,8 @@
 package algo
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -58,8 +60,8 @@ func randomTickPolicy(rng *rand.Rand) Policy {
 	}
 }
 
-// randomTAT returns a TAT in the range a State may hold, mostly near the
-// policy's scale.
+// randomTAT returns a TAT (or a window's start) in the range a State may
+// hold, a multiple of T when T is whole.
 func randomTAT(rng *rand.Rand, p Policy) int64 {
 	switch rng.IntN(4) {
 	case 0:
@@ -67,7 +69,11 @@ func randomTAT(rng *rand.Rand, p Policy) int64 {
 	case 1:
 		return pick(rng, 0, MaxTime+int64(MaxDrain))
 	}
-	return pick(rng, 0, MaxTime-1) / p.tick * p.tick
+	t := pick(rng, 0, MaxTime-1)
+	if p.tick != 0 {
+		t = t / p.tick * p.tick
+	}
+	return t
 }
 
 // randomNow returns a time in [0, MaxTime], often within a few drains of
@@ -114,4 +120,58 @@ func pick(rng *rand.Rand, lo, hi int64) int64 {
 		bound = span
 	}
 	return lo + int64(rng.Uint64N(bound+1))
+}
+
+// TestDecideCellMatchesDecide holds DecideCell to Decide on the State that
+// the Cell holds: on random compact policies (buckets with a whole-ns T
+// or not, windows), cells, times and costs (invalid ones too), the same
+// Decision, error and State after it.
+func TestDecideCellMatchesDecide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 4))
+	others := []Policy{
+		MustParsePolicy("token-bucket 3/1s burst=5"),
+		MustParsePolicy("leaky-bucket 7/2s capacity=3"),
+		MustParsePolicy("token-bucket 4294967295/1s"),
+		MustParsePolicy("sliding-window 7/3ns"),
+		MustParsePolicy("fixed-window 2/3ns"),
+		MustParsePolicy("fixed-window 100/1s"),
+	}
+	for i := range 200_000 {
+		p := others[rng.IntN(len(others))]
+		if rng.IntN(2) == 0 {
+			if p = randomTickPolicy(rng); !p.Compact() {
+				continue
+			}
+		}
+		c := Cell{t: randomTAT(rng, p)}
+		if p.tick == 0 || rng.IntN(4) == 0 {
+			c.x = uint32(pick(rng, 0, min(p.limit, maxCell)))
+			c.y = uint32(pick(rng, 0, min(p.limit, maxCell)))
+		}
+		now := randomNow(rng, c.t)
+		n := randomCost(rng, p.burst)
+		switch rng.IntN(16) {
+		case 0:
+			n = -1
+		case 1:
+			n = p.burst + 1
+		case 2:
+			now = MaxTime + 1
+		}
+
+		got := c
+		d, err := p.DecideCell(&got, now, n)
+		s := c.State(p.alg)
+		wantD, wantErr := p.Decide(&s, now, n)
+		want, _ := s.Cell()
+		if d != wantD || got != want || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("case %d: %v, cell %+v, now %d, n %d:\nDecideCell %+v, %v, cell %+v\nDecide     %+v, %v, cell %+v",
+				i, p, c, now, n, d, err, got, wantD, wantErr, want)
+		}
+	}
+	log := MustParsePolicy("sliding-log 5/1s")
+	var c Cell
+	if _, err := log.DecideCell(&c, 1, 1); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("DecideCell with %v: error %v, want ErrInvalidPolicy", log, err)
+	}
 }

@@ -1,5 +1,7 @@
 package algo
 
+import "fmt"
+
 // Cell is a State in 16 bytes, for stores that keep many keys in memory:
 // the whole state of a token-bucket, leaky-bucket, sliding-window or
 // fixed-window key whose policy is Compact. A sliding-log key keeps a log,
@@ -25,6 +27,24 @@ func (s *State) Cell() (Cell, bool) {
 // State returns c as a State of algorithm a.
 func (c Cell) State(a Algorithm) State {
 	return State{alg: a, t: c.t, x: int64(c.x), y: int64(c.y)}
+}
+
+// DecideCell is Decide on the State that c holds under p, a Compact
+// policy, which it writes back to c: the same Decision and the same State
+// after it. An event of a bucket whose T is a whole number of nanoseconds
+// is decided on c in place. A policy that is not Compact is an error
+// wrapping ErrInvalidPolicy, and c is untouched.
+func (p *Policy) DecideCell(c *Cell, now, n int64) (Decision, error) {
+	if p.tick != 0 && c.x == 0 && n > 0 && n <= p.burst && uint64(now) <= MaxTime {
+		return p.bucketTick(&c.t, now, n), nil
+	}
+	if !p.IsZero() && !p.Compact() {
+		return Decision{}, fmt.Errorf("%w: %v has no Cell", ErrInvalidPolicy, p)
+	}
+	s := c.State(p.alg)
+	d, err := p.Decide(&s, now, n)
+	*c, _ = s.Cell()
+	return d, err
 }
 
 // Clone returns a copy of s that shares nothing with it, so that a store can
