@@ -3,6 +3,7 @@ package memtable
 import (
 	"math"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/floodgate/floodgate/algo"
@@ -27,4 +28,18 @@ func BenchmarkDecideFlood(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDecideOneKeyParallel is BenchmarkDecideOneKey from GOMAXPROCS
+// goroutines: every call waits for the same shard lock.
+func BenchmarkDecideOneKeyParallel(b *testing.B) {
+	p := algo.MustParsePolicy("token-bucket 1000000000/1s")
+	tb := New(p, 1<<20, 64, NewBudget(math.MaxInt64))
+	var now atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			tb.Decide("user:12345", now.Add(1), 1)
+		}
+	})
 }

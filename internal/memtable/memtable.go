@@ -153,23 +153,23 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 		return d, err
 	}
 	i, found := sh.find(h, key)
-	var s algo.State
 	if found {
-		s = sh.slots[i].c.State(t.p.Algorithm())
-	} else if sh.shadow != nil || t.floored {
+		d, err := t.p.DecideCell(&sh.slots[i].c, now, n)
+		if d.ResetAfter == 0 && n == 0 && err == nil {
+			sh.remove(i, t) // a peek found it drained
+			sh.drained++
+		}
+		sh.mu.Unlock()
+		return d, err
+	}
+	var s algo.State
+	if sh.shadow != nil || t.floored {
 		s = t.recall(sh, h, now)
 	}
 	d, err := t.p.Decide(&s, now, n)
 	if d.Allowed && n > 0 {
 		c, _ := s.Cell()
-		if found {
-			sh.slots[i].c = c
-		} else {
-			t.insert(sh, h, key, c, now)
-		}
-	} else if found && d.ResetAfter == 0 && n == 0 {
-		sh.remove(i, t) // a peek found it drained
-		sh.drained++
+		t.insert(sh, h, key, c, now)
 	}
 	sh.mu.Unlock()
 	return d, err
