@@ -73,7 +73,10 @@
 // policy such as 3 per second or 7 per 2 seconds, whose T is not a whole
 // number of nanoseconds, never drifts. Products that can exceed 64 bits (a
 // count up to 10^15 times a span up to a century, below 2^113) are taken
-// in 128 bits.
+// in 128 bits. When T is a whole number of nanoseconds (100 per second,
+// 1000 per day), every one of those quantities is a whole number of
+// nanoseconds too, and the buckets compute them in 64 bits, with the same
+// results and without dividing a 128-bit number.
 // Durations in a Decision are whole nanoseconds rounded up, so waiting
 // exactly RetryAfter always suffices, and one nanosecond less never does.
 //
