@@ -14,7 +14,8 @@
 // The golden vectors (Vectors) are shared with differential tests that
 // need a fixed, checked trace; Differential and Traces compare a store
 // with the memory store on random traces; Flaky is a store that fails on
-// demand, for the tests of what stands in front of a store.
+// demand, for the tests of what stands in front of a store. SharedQueue
+// checks that two stores on one backend keep one Limiter.Delay queue.
 package storetest
 
 import (
