@@ -37,7 +37,7 @@ func TestShapeStreams(t *testing.T) {
 
 	// At 0 the bucket is held till 1s: the second stream waits 1s exactly.
 	second := openStream(context.Background(), c)
-	fc.WaitTimers(1)
+	waiting(t, fc, 1)
 	fc.Advance(time.Second - time.Nanosecond)
 	if fc.Timers() != 1 {
 		t.Fatal("the second stream opened before its turn")
@@ -51,14 +51,14 @@ func TestShapeStreams(t *testing.T) {
 	// is reused by the fourth.
 	gone, cancel := context.WithCancel(context.Background())
 	third := openStream(gone, c)
-	fc.WaitTimers(1)
+	waiting(t, fc, 1)
 	cancel()
 	if err := <-third; status.Code(err) != codes.Canceled {
 		t.Fatalf("the cancelled stream: %v", err)
 	}
 	waitFor(t, "the server to see the cancellation", func() bool { return i.Stats().Abandoned == 1 && fc.Timers() == 0 })
 	fourth := openStream(context.Background(), c)
-	fc.WaitTimers(1)
+	waiting(t, fc, 1)
 	fc.Advance(time.Second - time.Nanosecond)
 	if fc.Timers() != 1 {
 		t.Fatal("the fourth stream opened before its turn")
@@ -71,9 +71,9 @@ func TestShapeStreams(t *testing.T) {
 	// At 2s the bucket is held till 3s: a stream waits 1s, the next 2s,
 	// and the one after would wait 3s, past the maximum of 2s.
 	fifth := openStream(context.Background(), c)
-	fc.WaitTimers(1)
+	waiting(t, fc, 1)
 	sixth := openStream(context.Background(), c)
-	fc.WaitTimers(2)
+	waiting(t, fc, 2)
 	streamTrailer, streamErr := refusedStream(t, c)
 	unaryTrailer, unaryErr := refusedUnary(t, c)
 	sst, ust := status.Convert(streamErr), status.Convert(unaryErr)
@@ -157,4 +157,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// waiting waits until n streams sleep on fc, failing after 5 s of real
+// time: a stream that does not wait its turn fails the test, never hangs
+// it.
+func waiting(t *testing.T, fc *clock.Fake, n int) {
+	t.Helper()
+	waitFor(t, "streams to wait their turn", func() bool { return fc.Timers() >= n })
 }
