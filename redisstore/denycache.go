@@ -357,6 +357,11 @@ func stateOf(a algo.Algorithm, v string) (algo.State, error) {
 		}
 		f[i] = int64(x)
 	}
+	// T is seconds and nanoseconds (lua/pair.lua): checked before they
+	// are joined, so that no product wraps into a valid time.
+	if f[1] >= 1e9 || f[0] > (algo.MaxTime+int64(algo.MaxDrain))/1e9 {
+		return st, fmt.Errorf("%w: a time of %d s and %d ns in a state", ErrCorrupt, f[0], f[1])
+	}
 	// algo's encoding: its version byte, the algorithm, then T, X and Y
 	// as varints.
 	b, _ := st.MarshalBinary()
