@@ -272,7 +272,7 @@ func (s *Store) encode(e *encoder, calls []*call) {
 			op := &c.Work.ops[i]
 			t := op.Table.(*table)
 			b = append(b, byte(op.Kind))
-			b = binary.LittleEndian.AppendUint32(b, uint32(e.keyIndex(t.prefix+op.Key, nops)))
+			b = binary.LittleEndian.AppendUint32(b, uint32(e.keyIndex(t.redisKey(op.Key), nops)))
 			b = binary.LittleEndian.AppendUint32(b, uint32(slices.Index(tables, t)+1))
 			b = s.appendOp(b, op, t)
 		}
@@ -362,7 +362,7 @@ func (e *encoder) reset() {
 // call, in the script's short form (one in lua/batch.lua).
 func (s *Store) encodeOne(e *encoder, op *store.Op) {
 	t := op.Table.(*table)
-	e.keys = append(e.keys, t.prefix+op.Key)
+	e.keys = append(e.keys, t.redisKey(op.Key))
 	if !s.cfg.callerTime {
 		e.args = append(e.args, oneServerArg, t.wireArg, op.N)
 		return

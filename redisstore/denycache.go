@@ -165,7 +165,7 @@ func (c *denyCache) remove(key string, e *entry) {
 // write.
 func (c *denyCache) drop(t *table, key string) {
 	var buf [128]byte
-	k := redisKey(buf[:0], t, key)
+	k := t.appendRedisKey(buf[:0], key)
 	c.mu.RLock()
 	e := c.m[string(k)]
 	c.mu.RUnlock()
@@ -179,11 +179,6 @@ func (c *denyCache) drop(t *table, key string) {
 	c.mu.Unlock()
 }
 
-// redisKey appends key's Redis key in t to b.
-func redisKey(b []byte, t *table, key string) []byte {
-	return append(append(b, t.prefix...), key...)
-}
-
 // decide answers a decision of n units at now for key in t from the
 // cache: ok is false when the cache holds no state for it, is not live,
 // or the state would admit (which only Redis may).
@@ -192,7 +187,7 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 		return d, nil, false
 	}
 	var buf [128]byte
-	k := redisKey(buf[:0], t, key)
+	k := t.appendRedisKey(buf[:0], key)
 	c.mu.RLock()
 	e := c.m[string(k)]
 	var st algo.State
@@ -229,7 +224,7 @@ func (c *denyCache) denied(t *table, key string) {
 	if t.policy.Algorithm() == algo.SlidingLog {
 		return
 	}
-	k := t.prefix + key
+	k := t.redisKey(key)
 	size := entryBytes + int64(len(k))
 	if size > c.max {
 		return
@@ -464,4 +459,4 @@ func sentBefore(ops []store.Op, index []int, sent map[string]bool, op *store.Op)
 
 // keyOfOp returns the Redis key of op, an op on a table of the cache's
 // store.
-func keyOfOp(op *store.Op) string { return op.Table.(*table).prefix + op.Key }
+func keyOfOp(op *store.Op) string { return op.Table.(*table).redisKey(op.Key) }

@@ -21,7 +21,7 @@ func (s *Store) batcherOf(op *store.Op) *batch.Batcher[work] {
 	if !ok {
 		return s.batcher
 	}
-	node, err := cc.MasterForKey(cachedLayout, op.Table.(*table).prefix+op.Key)
+	node, err := cc.MasterForKey(cachedLayout, op.Table.(*table).redisKey(op.Key))
 	if err != nil {
 		return s.batcher
 	}

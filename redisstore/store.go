@@ -94,10 +94,19 @@ func (s *Store) Table(name string, p algo.Policy) (store.Table, error) {
 type table struct {
 	store  *Store
 	policy algo.Policy
-	prefix string // Redis key = prefix + key
+	prefix string // Redis key = prefix + key (redisKey)
 	// wireArg is the policy as the script reads it, "ALG LIMIT PERIOD
 	// BURST", boxed once.
 	wireArg any
+}
+
+// redisKey returns the Redis key of key in t.
+func (t *table) redisKey(key string) string { return t.prefix + key }
+
+// appendRedisKey appends the Redis key of key in t to b: redisKey for a
+// lookup that must not allocate.
+func (t *table) appendRedisKey(b []byte, key string) []byte {
+	return append(append(b, t.prefix...), key...)
 }
 
 // Decide implements store.Table: one op, batched with whatever other
