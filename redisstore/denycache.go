@@ -112,7 +112,8 @@ func (c *denyCache) mono() int64 { return int64(time.Since(c.base)) }
 func (c *denyCache) ensure() {
 	c.start.Do(func() {
 		if rc, ok := c.s.client.(*redis.Client); ok {
-			c.tr = startTracker(c, rc, c.s.cfg.prefix)
+			c.tr = newTracker(c, rc, c.s.cfg.prefix)
+			c.tr.start()
 		}
 	})
 }

@@ -2,8 +2,10 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -521,5 +523,38 @@ func TestDenyCacheConcurrentFlood(t *testing.T) {
 	if hits := s.CacheStats().Hits; hits < callers*each*9/10 || calls > 100 {
 		t.Errorf("%d decisions: %d answered by the cache, %d script calls; want nine tenths answered, and at most 100 calls",
 			callers*each, hits, calls)
+	}
+}
+
+// A store with a deny cache on a server that refuses every connection
+// fails its decisions, never serves from a cache that is not live, and
+// closes at once. Its tracker's first redial races its own publication
+// when the dial fails fast: under -race, this caught the tracker
+// started before the cache held it (a failed CI run of server's
+// TestRunLogsHidePassword).
+func TestDenyCacheOnARefusingServer(t *testing.T) {
+	refuse := func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("connection refused (test)")
+	}
+	for i := range 300 {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", Dialer: refuse, MaxRetries: -1, DialerRetries: 1})
+		s, err := redisstore.New(c, redisstore.WithDenyCache(1<<20), redisstore.WithCallerTime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb, err := s.Table("t", algo.MustParsePolicy("token-bucket 1/1s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Decide(context.Background(), "k", cacheT0, 1); !errors.Is(err, redisstore.ErrUnavailable) {
+			t.Fatalf("run %d: Decide on a refusing server: %v, want ErrUnavailable", i, err)
+		}
+		if st := s.CacheStats(); st.Live || st.Entries != 0 {
+			t.Fatalf("run %d: the cache of a store that reached no server: %+v", i, st)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
 	}
 }

@@ -36,8 +36,9 @@ func (c *denyCache) trackerOf(master *redis.Client) *tracker {
 		if c.trackers == nil {
 			c.trackers = make(map[*redis.Client]*tracker)
 		}
-		tr = startTracker(c, master, c.s.cfg.prefix)
+		tr = newTracker(c, master, c.s.cfg.prefix)
 		c.trackers[master] = tr
+		tr.start()
 	}
 	return tr
 }

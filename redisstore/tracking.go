@@ -51,8 +51,10 @@ type tracker struct {
 	waiters []chan error // replies awaited on conn, in order
 }
 
-// startTracker starts a tracker of c on rc's server.
-func startTracker(c *denyCache, rc *redis.Client, prefix string) *tracker {
+// newTracker returns a tracker of c on rc's server, not yet started:
+// the caller publishes it (c.tr, c.trackers) and then calls start, so
+// that its goroutine never sees the cache without it.
+func newTracker(c *denyCache, rc *redis.Client, prefix string) *tracker {
 	o := rc.Options()
 	t := &tracker{c: c, client: rc, prefix: prefix, done: make(chan struct{})}
 	t.dial = func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) }
@@ -62,10 +64,14 @@ func startTracker(c *denyCache, rc *redis.Client, prefix string) *tracker {
 		}
 		return o.Username, o.Password
 	}
+	return t
+}
+
+// start starts the tracker's connection.
+func (t *tracker) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.stop = cancel
 	go t.run(ctx)
-	return t
 }
 
 func (t *tracker) isLive() bool { return t.c.mono() < t.liveUntil.Load() }
