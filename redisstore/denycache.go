@@ -74,7 +74,7 @@ type denyCache struct {
 	base  time.Time
 	fills chan struct{}
 	start sync.Once
-	tr    *tracker // off a Cluster, the one tracker
+	tr    atomic.Pointer[tracker] // off a Cluster, the one tracker, once started
 
 	trMu     sync.Mutex
 	trackers map[*redis.Client]*tracker // on a Cluster, by master (trackerOf)
@@ -112,8 +112,9 @@ func (c *denyCache) mono() int64 { return int64(time.Since(c.base)) }
 func (c *denyCache) ensure() {
 	c.start.Do(func() {
 		if rc, ok := c.s.client.(*redis.Client); ok {
-			c.tr = newTracker(c, rc, c.s.cfg.prefix)
-			c.tr.start()
+			tr := newTracker(c, rc, c.s.cfg.prefix)
+			c.tr.Store(tr)
+			tr.start()
 		}
 	})
 }
@@ -126,7 +127,7 @@ func (c *denyCache) flush(tr *tracker, server bool) {
 	if !server {
 		tr.liveUntil.Store(0)
 	}
-	if tr == c.tr {
+	if tr == c.tr.Load() {
 		if len(c.m) > 0 {
 			c.m = make(map[string]*entry)
 			c.bytes = 0

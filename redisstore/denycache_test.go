@@ -529,9 +529,10 @@ func TestDenyCacheConcurrentFlood(t *testing.T) {
 // A store with a deny cache on a server that refuses every connection
 // fails its decisions, never serves from a cache that is not live, and
 // closes at once. Its tracker's first redial races its own publication
-// when the dial fails fast: under -race, this caught the tracker
-// started before the cache held it (a failed CI run of server's
-// TestRunLogsHidePassword).
+// when the dial fails fast, and CacheStats (a metrics scrape) may come
+// at the same moment: under -race, this caught the tracker started
+// before the cache held it (a failed CI run of server's
+// TestRunLogsHidePassword) and CacheStats reading it unguarded.
 func TestDenyCacheOnARefusingServer(t *testing.T) {
 	refuse := func(context.Context, string, string) (net.Conn, error) {
 		return nil, errors.New("connection refused (test)")
@@ -546,8 +547,13 @@ func TestDenyCacheOnARefusingServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		scraped := make(chan redisstore.CacheStats)
+		go func() { scraped <- s.CacheStats() }()
 		if _, err := tb.Decide(context.Background(), "k", cacheT0, 1); !errors.Is(err, redisstore.ErrUnavailable) {
 			t.Fatalf("run %d: Decide on a refusing server: %v, want ErrUnavailable", i, err)
+		}
+		if st := <-scraped; st.Live || st.Entries != 0 {
+			t.Fatalf("run %d: a scrape during the first decision: %+v", i, st)
 		}
 		if st := s.CacheStats(); st.Live || st.Entries != 0 {
 			t.Fatalf("run %d: the cache of a store that reached no server: %+v", i, st)

@@ -14,7 +14,7 @@ import (
 func (c *denyCache) trackerFor(k string) *tracker {
 	cc, ok := c.s.client.(*redis.ClusterClient)
 	if !ok {
-		return c.tr
+		return c.tr.Load()
 	}
 	master, err := cc.MasterForKey(cachedLayout, k)
 	if err != nil {
@@ -59,8 +59,8 @@ func (c *denyCache) owns(tr *tracker, k []byte) bool {
 
 // all returns the cache's trackers.
 func (c *denyCache) all() []*tracker {
-	if c.tr != nil {
-		return []*tracker{c.tr}
+	if tr := c.tr.Load(); tr != nil {
+		return []*tracker{tr}
 	}
 	c.trMu.Lock()
 	defer c.trMu.Unlock()
