@@ -8,7 +8,6 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/failsafe"
 	"github.com/floodgate/floodgate/memstore"
-	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -109,9 +108,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// denyCacheStats is a store with a deny cache (a redisstore.Store), as
-// the Collector sees it.
-type denyCacheStats interface{ CacheStats() redisstore.CacheStats }
+// denyCacheStats is a store with a deny cache (a redisstore.Store, a
+// filestore.Store), as the Collector sees it.
+type denyCacheStats interface{ CacheStats() store.CacheStats }
 
 // denyCacheOf returns s, or the store it wraps (Unwrap, as a
 // failsafe.Store's), that has a deny cache.

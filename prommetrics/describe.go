@@ -3,7 +3,7 @@ package prommetrics
 import (
 	"github.com/floodgate/floodgate/failsafe"
 	"github.com/floodgate/floodgate/memstore"
-	"github.com/floodgate/floodgate/redisstore"
+	"github.com/floodgate/floodgate/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -93,7 +93,7 @@ func collectFailsafe(ch chan<- prometheus.Metric, name string, st failsafe.Stats
 	ch <- prometheus.MustNewConstMetric(storeRecoveriesDesc, prometheus.CounterValue, float64(st.Recoveries), name)
 }
 
-func collectDenyCache(ch chan<- prometheus.Metric, name string, st redisstore.CacheStats) {
+func collectDenyCache(ch chan<- prometheus.Metric, name string, st store.CacheStats) {
 	live := 0.0
 	if st.Live {
 		live = 1

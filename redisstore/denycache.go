@@ -15,38 +15,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// CacheStats are the counts of a Store's deny cache (WithDenyCache), for
-// metrics: package prommetrics exports them.
-type CacheStats struct {
-	Entries  int64 // keys held, fills under way included
-	Bytes    int64 // bytes held, as the bound counts them
-	MaxBytes int64 // the bound (WithDenyCache)
-	// Hits counts decisions answered from the cache, without Redis.
-	Hits uint64
-	// Fills counts keys' states read into the cache after a denial.
-	Fills uint64
-	// Invalidations counts keys dropped because they were written, by
-	// this process or another (an invalidation from Redis).
-	Invalidations uint64
-	// Flushes counts drops of the whole cache: a lost or silent tracking
-	// connection, a FLUSHALL.
-	Flushes uint64
-	// Evictions counts keys dropped to stay within MaxBytes.
-	Evictions uint64
-	// Live reports whether the cache may answer now: its invalidations
-	// are known to arrive.
-	Live bool
-}
-
 // CacheStats returns the counts of the store's deny cache: the zero
-// CacheStats when it has none.
-func (s *Store) CacheStats() CacheStats {
+// CacheStats when it has none. Live reports whether its invalidations
+// are known to arrive.
+func (s *Store) CacheStats() store.CacheStats {
 	c := s.cache
 	if c == nil {
-		return CacheStats{}
+		return store.CacheStats{}
 	}
 	c.mu.RLock()
-	st := CacheStats{Entries: int64(len(c.m)), Bytes: c.bytes, MaxBytes: c.max}
+	st := store.CacheStats{Entries: int64(len(c.m)), Bytes: c.bytes, MaxBytes: c.max}
 	c.mu.RUnlock()
 	st.Hits, st.Fills, st.Invalidations = c.hits.Load(), c.filled.Load(), c.invalidations.Load()
 	st.Flushes, st.Evictions = c.flushes.Load(), c.evictions.Load()

@@ -547,7 +547,7 @@ func TestDenyCacheOnARefusingServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		scraped := make(chan redisstore.CacheStats)
+		scraped := make(chan store.CacheStats)
 		go func() { scraped <- s.CacheStats() }()
 		if _, err := tb.Decide(context.Background(), "k", cacheT0, 1); !errors.Is(err, redisstore.ErrUnavailable) {
 			t.Fatalf("run %d: Decide on a refusing server: %v, want ErrUnavailable", i, err)

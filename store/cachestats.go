@@ -1,0 +1,29 @@
+package store
+
+// CacheStats are the counts of a store's deny cache: a local cache of
+// denied keys' states from which the store answers, exactly, the
+// decisions those states deny (redisstore.WithDenyCache,
+// filestore.WithDenyCache). A store that has one reports them with a
+// method CacheStats() CacheStats; package prommetrics exports them.
+type CacheStats struct {
+	Entries  int64 // keys held, fills under way included
+	Bytes    int64 // bytes held, as the bound counts them
+	MaxBytes int64 // the bound; 0 for a store without a cache
+	// Hits counts decisions answered from the cache, without the
+	// store's backend.
+	Hits uint64
+	// Fills counts keys' states read into the cache after a denial.
+	Fills uint64
+	// Invalidations counts keys dropped because they were written: by
+	// any process where the backend reports writes (Redis), by this
+	// process where it does not (a file).
+	Invalidations uint64
+	// Flushes counts drops of the whole cache: a lost or silent Redis
+	// tracking connection, a FLUSHALL; a file that another process wrote
+	// or that was replaced.
+	Flushes uint64
+	// Evictions counts keys dropped to stay within MaxBytes.
+	Evictions uint64
+	// Live reports whether the cache may answer now.
+	Live bool
+}
