@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,22 +240,11 @@ func newProcesses(t testing.TB, c redis.UniversalClient, seed uint64) *processes
 	return p
 }
 
-// floodPolicies are the policies of TestDenyCacheDifferential: every
-// algorithm, at limits small enough that most decisions are denied; and
-// byte rates whose counts, and states, pass 2^32 (a 10 Gbit/s link and
-// faster), decided in units of a quarter of their bursts (flood.unit).
-var floodPolicies = []string{"token-bucket 5/1s", "token-bucket 3/1s burst=4", "leaky-bucket 3/1s capacity=4",
-	"fixed-window 4/1s", "sliding-window 4/1s", "sliding-log 3/1s",
-	"token-bucket 1250000000/1s burst=5000000000", "leaky-bucket 8000000000/1s capacity=32000000000",
-	"fixed-window 5000000000/1s", "sliding-window 5000000000/1s"}
-
 // Floods through three processes with deny caches on one Redis decide
-// exactly as the memory store, decision by decision, to the nanosecond:
-// random traces of mostly denied decisions on two keys, the time stepping
-// by a few milliseconds and now and then past a window, with admissions,
-// reservations (a schedule, then its refund), refunds, resets, ApplyEach
-// and reloads (the limiter's table swapped for one of another policy),
-// each by a process drawn at random, all caches synced after each op.
+// exactly as the memory store, decision by decision, to the nanosecond
+// (storetest.Flood: mostly denied decisions, with admissions,
+// reservations, refunds, resets, ApplyEach and reloads), each op by a
+// process drawn at random, all caches synced after each op.
 func TestDenyCacheDifferential(t *testing.T) {
 	traces := 40
 	if testing.Short() {
@@ -272,15 +260,16 @@ func denyCacheDifferential(t *testing.T, c redis.UniversalClient, traces int) {
 	for i := range traces {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			p := newProcesses(t, c, uint64(i))
-			f := newFlood(t, p, uint64(i))
+			f := storetest.NewFlood(t, p, uint64(i), cacheT0)
+			f.Hits = p.hits
 			for range steps {
-				f.step()
+				f.Step()
 			}
 			for _, s := range p.ss {
 				st := s.CacheStats()
 				hits, fills = hits+st.Hits, fills+st.Fills
 			}
-			bigHits += f.bigHits
+			bigHits += f.BigHits
 		})
 	}
 	t.Logf("%d traces of %d ops: %d decisions answered by a cache (%d on counts above 2^32), %d fills", traces, steps, hits, bigHits, fills)
@@ -299,9 +288,9 @@ func TestDenyCacheOwnWrites(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			p := &processes{t: t, next: func() int { return 0 }, noSync: true}
 			p.ss = []*redisstore.Store{cachedStore(t, c, fmt.Sprintf("dcown%d:", prefixes.Add(1)))}
-			f := newFlood(t, p, uint64(i))
+			f := storetest.NewFlood(t, p, uint64(i), cacheT0)
 			for range 300 {
-				f.step()
+				f.Step()
 			}
 			hits += p.ss[0].CacheStats().Hits
 		})
@@ -309,138 +298,6 @@ func TestDenyCacheOwnWrites(t *testing.T) {
 	t.Logf("%d decisions answered by the cache", hits)
 	if hits == 0 {
 		t.Error("no decision was answered by the cache: the test tests nothing")
-	}
-}
-
-// flood is one trace of TestDenyCacheDifferential.
-type flood struct {
-	t       testing.TB
-	ctx     context.Context
-	rng     *rand.Rand
-	p       *processes
-	mem     store.Store
-	pol     algo.Policy
-	unit    int64       // the cost of one unit of the trace: 1, or a quarter of a burst above 2^32
-	tp, tm  store.Table // the processes' table, memory's
-	now     int64
-	stampsP map[string]algo.Stamp // each key's last admission, in Redis
-	stampsM map[string]algo.Stamp // and in memory
-	bigHits uint64                // decisions answered by a cache while unit > 1
-}
-
-func newFlood(t testing.TB, p *processes, seed uint64) *flood {
-	f := &flood{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, 7)), p: p, mem: memstore.New(0),
-		now: cacheT0 + int64(seed)*1e6, stampsP: map[string]algo.Stamp{}, stampsM: map[string]algo.Stamp{}}
-	f.reload()
-	return f
-}
-
-// reload swaps the limiter's tables for a policy drawn anew.
-func (f *flood) reload() {
-	f.pol = algo.MustParsePolicy(floodPolicies[f.rng.IntN(len(floodPolicies))])
-	f.unit = 1
-	if f.pol.Burst() > 1<<32 {
-		f.unit = f.pol.Burst() / 4
-	}
-	var err error
-	if f.tp, err = f.p.Table("flood", f.pol); err != nil {
-		f.t.Fatal(err)
-	}
-	if f.tm, err = f.mem.Table("flood", f.pol); err != nil {
-		f.t.Fatal(err)
-	}
-	clear(f.stampsP)
-	clear(f.stampsM)
-}
-
-// step draws the time and one op, carries it out in both, and compares.
-func (f *flood) step() {
-	f.t.Helper()
-	if f.unit > 1 {
-		before := f.p.hits()
-		defer func() { f.bigHits += f.p.hits() - before }()
-	}
-	switch r := f.rng.IntN(100); {
-	case r < 3:
-		f.now += int64(f.pol.Period()) + f.rng.Int64N(int64(time.Second))
-	case r < 60:
-		f.now += f.rng.Int64N(int64(5 * time.Millisecond))
-	}
-	key := fmt.Sprint("k", f.rng.IntN(2))
-	op := store.Op{Kind: store.OpDecide, Key: key, Now: f.now, N: (1 + f.rng.Int64N(2)) * f.unit}
-	switch r := f.rng.IntN(100); {
-	case r < 55:
-		f.decide(key, op.N)
-		return
-	case r < 75: // an Apply of one decision
-	case r < 82:
-		op.Kind, op.MaxWait = store.OpSchedule, time.Duration(f.rng.Int64N(int64(time.Second)))
-	case r < 88:
-		op.Kind, op.N = store.OpRefund, f.unit
-	case r < 92:
-		op.Kind = store.OpReset
-	case r < 97:
-		f.each()
-		return
-	default:
-		f.reload()
-		return
-	}
-	f.apply([]store.Op{op})
-}
-
-// decide decides n units on key through Table.Decide.
-func (f *flood) decide(key string, n int64) {
-	f.t.Helper()
-	dp, errP := f.tp.Decide(f.ctx, key, f.now, n)
-	dm, errM := f.tm.Decide(f.ctx, key, f.now, n)
-	if dp != dm || !storetest.SameErrors(errP, errM) {
-		f.t.Fatalf("%v, %s, %d at %d: processes %+v %v, memory %+v %v", f.pol, key, n, f.now, dp, errP, dm, errM)
-	}
-}
-
-// each carries out one to four decisions, now and then a reset, of
-// drawn keys in one ApplyEach.
-func (f *flood) each() {
-	ops := make([]store.Op, 1+f.rng.IntN(4))
-	for i := range ops {
-		ops[i] = store.Op{Kind: store.OpDecide, Key: fmt.Sprint("k", f.rng.IntN(2)), Now: f.now, N: f.unit}
-		if f.rng.IntN(5) == 0 {
-			ops[i].Kind = store.OpReset
-		}
-	}
-	f.run(ops, true)
-}
-
-// apply carries out ops by Apply.
-func (f *flood) apply(ops []store.Op) { f.run(ops, false) }
-
-func (f *flood) run(ops []store.Op, each bool) {
-	f.t.Helper()
-	op, om := slices.Clone(ops), slices.Clone(ops)
-	for i := range ops {
-		op[i].Table, om[i].Table = f.tp, f.tm
-		if ops[i].Kind == store.OpRefund {
-			op[i].Stamp, om[i].Stamp = f.stampsP[ops[i].Key], f.stampsM[ops[i].Key]
-		}
-	}
-	var errP, errM error
-	if each {
-		errP, errM = f.p.ApplyEach(f.ctx, op), f.mem.ApplyEach(f.ctx, om)
-	} else {
-		errP, errM = f.p.Apply(f.ctx, op), f.mem.Apply(f.ctx, om)
-	}
-	if !storetest.SameErrors(errP, errM) {
-		f.t.Fatalf("%v at %d: processes %v, memory %v", f.pol, f.now, errP, errM)
-	}
-	for i := range ops {
-		rp, rm := op[i].Result, om[i].Result
-		if rp.Decision != rm.Decision || rp.At != rm.At || rp.Stamp != rm.Stamp || !storetest.SameErrors(rp.Err, rm.Err) {
-			f.t.Fatalf("%v, op %+v at %d: processes %+v, memory %+v", f.pol, ops[i], f.now, rp, rm)
-		}
-		if rm.Decision.Allowed && ops[i].N > 0 && ops[i].Kind != store.OpRefund {
-			f.stampsP[ops[i].Key], f.stampsM[ops[i].Key] = rp.Stamp, rm.Stamp
-		}
 	}
 }
 
