@@ -12,3 +12,6 @@ const SweepKeys = sweepKeys
 
 // Busy reports whether a transaction is under way, or about to be.
 func Busy(s *Store) bool { return s.batcher.Senders() > 0 }
+
+// Transactions returns how many transactions s has begun.
+func Transactions(s *Store) uint64 { return s.transactions.Load() }

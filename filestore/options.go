@@ -11,6 +11,7 @@ type Option interface{ apply(*config) error }
 type config struct {
 	lockTimeout time.Duration
 	hold        bool
+	denyCache   int64 // bytes; 0: no cache
 }
 
 // DefaultLockTimeout is how long a call waits for the file while other
@@ -46,4 +47,29 @@ func WithLockTimeout(d time.Duration) Option {
 // its lock timeout.
 func WithHold() Option {
 	return optionFunc(func(c *config) error { c.hold = true; return nil })
+}
+
+// DefaultDenyCacheBytes is the bound that floodgate serve gives a file
+// store's deny cache unless told otherwise, as for Redis's
+// (redisstore.DefaultDenyCacheBytes).
+const DefaultDenyCacheBytes = 32 << 20
+
+// WithDenyCache gives the store a local cache of denied keys' states,
+// bounded to maxBytes bytes, from which it answers, exactly and without a
+// transaction, every later decision that the state in the file would
+// deny, for as long as no transaction, of any process, has committed to
+// the file since the state was read: a flood of requests over their
+// limit costs the file one transaction a key, not one a request. Each
+// answer first reads the file's two meta pages, which name its last
+// transaction; the package documentation, "Cached denials", says why
+// that is exact. 0, the default, means no cache; a negative maxBytes is
+// an error.
+func WithDenyCache(maxBytes int64) Option {
+	return optionFunc(func(c *config) error {
+		if maxBytes < 0 {
+			return fmt.Errorf("%w: a deny cache of %d bytes", ErrInvalidOption, maxBytes)
+		}
+		c.denyCache = maxBytes
+		return nil
+	})
 }

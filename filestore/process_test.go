@@ -171,17 +171,24 @@ func TestKilledMidDecision(t *testing.T) {
 func TestChild(t *testing.T) {
 	role := os.Getenv("FILESTORE_CHILD")
 	if role == "" {
-		t.Skip("run by TestProcessesShareExactly, TestKilledMidDecision and TestDiskFull")
+		t.Skip("run by TestProcessesShareExactly, TestKilledMidDecision, TestDiskFull and the deny cache's tests")
 	}
 	var opts []filestore.Option
 	if os.Getenv("CHILD_HOLD") == "true" {
 		opts = append(opts, filestore.WithHold())
+	}
+	if os.Getenv("CHILD_CACHE") == "true" {
+		opts = append(opts, filestore.WithDenyCache(1<<20))
 	}
 	s, err := filestore.Open(os.Getenv("CHILD_PATH"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if role == "serve" {
+		childServe(t, s)
+		return
+	}
 	tb, err := s.Table("n", algo.MustParsePolicy(os.Getenv("CHILD_POLICY")))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -24,6 +25,9 @@ type Store struct {
 	path    string
 	cfg     config
 	batcher *batch.Batcher[[]store.Op]
+	cache   *denyCache // nil without WithDenyCache
+	// transactions counts the transactions begun, for the tests.
+	transactions atomic.Uint64
 
 	// mu is held by the transaction in progress, and by Close.
 	mu     sync.Mutex
@@ -68,6 +72,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{path: path, cfg: cfg, tables: make(map[tableKey]*table), policies: make(map[string]*algo.Policy)}
 	s.batcher = newBatcher(s, defaultMaxBatch)
+	if cfg.denyCache > 0 {
+		s.cache = newDenyCache(cfg.denyCache)
+	}
 	h, err := s.open(&waiter{store: s, start: time.Now()})
 	if err != nil {
 		return nil, err
@@ -150,6 +157,9 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
+	if s.cache != nil {
+		s.cache.close()
+	}
 	if s.held == nil {
 		return nil
 	}
@@ -229,6 +239,9 @@ func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Deci
 	if err := t.store.check(c.ops[:]); err != nil {
 		return algo.Decision{}, err
 	}
+	if t.store.cache != nil && t.store.cache.answer(t.store.path, &c.ops[0]) {
+		return c.ops[0].Result.Decision, c.ops[0].Result.Err
+	}
 	c.Work = c.ops[:]
 	if err := t.store.batcher.Do(ctx, &c.call); err != nil {
 		return algo.Decision{}, err
@@ -285,6 +298,9 @@ func (s *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	if len(ops) == 1 && s.cache != nil && s.cache.answer(s.path, &ops[0]) {
+		return nil
+	}
 	c := &call{Work: make([]store.Op, len(ops))}
 	copy(c.Work, ops)
 	return s.do(ctx, c, ops)
@@ -304,7 +320,18 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	return s.doEach(ctx, ops)
+	if s.cache == nil {
+		return s.doEach(ctx, ops)
+	}
+	rest, index := s.cache.answerEach(s.path, ops)
+	if len(rest) == 0 {
+		return nil
+	}
+	err := s.doEach(ctx, rest)
+	for j, i := range index {
+		ops[i].Result = rest[j].Result
+	}
+	return err
 }
 
 // run carries out calls in one transaction: it takes the calls whose
@@ -324,6 +351,7 @@ func (s *Store) run(calls []*call) {
 		if h, err = s.open(&waiter{store: s, start: time.Now(), calls: calls}); err != nil {
 			if !errors.Is(err, errAbandoned) {
 				fail(batch.Take(calls), err)
+				s.settle(nil, nil, err)
 			}
 			return
 		}
@@ -351,7 +379,9 @@ func fail(calls []*call, err error) {
 // damaged page) is an error wrapping ErrCorrupt, the transaction rolled
 // back; health says what became of db.
 func (s *Store) transact(h *handle, calls []*call) (health, error) {
+	s.transactions.Add(1)
 	var tx *bolt.Tx
+	var x *txn
 	err := s.guard("reading", func() error {
 		if h.file != nil && s.held != nil { // the file may have changed since Open
 			if err := checkFreelist(h.file); err != nil {
@@ -362,8 +392,10 @@ func (s *Store) transact(h *handle, calls []*call) (health, error) {
 		if tx, err = h.db.Begin(true); err != nil {
 			return fmt.Errorf("beginning a transaction: %w", err)
 		}
-		return s.carry(tx, calls)
+		x, err = s.carry(tx, calls)
+		return err
 	})
+	s.settle(h, x, err)
 	if err == nil {
 		return intact, nil
 	}
@@ -381,14 +413,18 @@ func (s *Store) transact(h *handle, calls []*call) (health, error) {
 
 // carry carries out calls in tx, a read-write transaction, and commits it
 // when they changed something; otherwise, or on an error, it rolls it back.
-func (s *Store) carry(tx *bolt.Tx, calls []*call) error {
+// It returns the transaction's work.
+func (s *Store) carry(tx *bolt.Tx, calls []*call) (*txn, error) {
 	if err := isStore(tx); err != nil {
 		tx.Rollback()
-		return err
+		return nil, err
 	}
-	x := txn{store: s, tx: tx, slots: make(map[slotKey]*slot)}
+	x := &txn{store: s, tx: tx, slots: make(map[slotKey]*slot), begun: uint64(tx.ID() - 1)}
 	for _, c := range calls {
 		c.Err = x.carry(c.Work)
+		if c.Err == nil && s.cache != nil {
+			x.noteDenied(c.Work)
+		}
 	}
 	dirty, err := x.write()
 	if err == nil && dirty {
@@ -396,10 +432,31 @@ func (s *Store) carry(tx *bolt.Tx, calls []*call) error {
 	}
 	if err != nil || !dirty {
 		tx.Rollback()
-		return err
+		return x, err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing: %w", err)
+		return x, fmt.Errorf("committing: %w", err)
+	}
+	x.committed = true
+	return x, nil
+}
+
+// settle brings the deny cache, if any, up to date after a transaction
+// (denyCache.settle). The caller holds s.mu.
+func (s *Store) settle(h *handle, x *txn, err error) {
+	if s.cache != nil {
+		s.cache.settle(s.path, h, x, err)
+	}
+}
+
+// tableOf returns the table of s whose bucket is named bucket, or nil.
+func (s *Store) tableOf(bucket []byte) *table {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	for _, t := range s.tables {
+		if string(t.bucket) == string(bucket) {
+			return t
+		}
 	}
 	return nil
 }

@@ -158,6 +158,7 @@ func (w *sweepWalk) finish(meta *bolt.Bucket) error {
 			return fmt.Errorf("deleting the drained key %q of table %q: %w", d.key, d.bucket, err)
 		}
 	}
+	w.x.swept = w.dels
 	if err := w.x.keepHorizons(meta, w.dels); err != nil {
 		return err
 	}

@@ -20,6 +20,12 @@ type txn struct {
 	// latest maps the bucket of each table an op used to the latest time
 	// of its ops (other than resets): the time its sweep goes by.
 	latest map[string]int64
+	// begun is the id of the last transaction committed before this one;
+	// committed says whether this one was.
+	begun     uint64
+	committed bool
+	denied    []slotKey  // the keys of the decisions it denied (deny cache)
+	swept     []sweptKey // the keys its sweep deleted
 }
 
 type slotKey struct {
@@ -146,6 +152,16 @@ func beyondHorizon(op *store.Op, p *algo.Policy, sl *slot, s *algo.State) bool {
 	wait := time.Duration(sl.horizon - op.Now)
 	op.Result = store.Result{Decision: algo.Decision{RetryAfter: wait, ResetAfter: wait}, At: op.Now}
 	return true
+}
+
+// noteDenied records the keys of ops, a call carried out without error,
+// whose decisions were denied.
+func (x *txn) noteDenied(ops []store.Op) {
+	for i := range ops {
+		if op := &ops[i]; op.Kind == store.OpDecide && !op.Result.Decision.Allowed {
+			x.denied = append(x.denied, slotKey{op.Table.(*table), op.Key})
+		}
+	}
 }
 
 // note records that an op on t used the time now.

@@ -1,0 +1,288 @@
+package filestore
+
+import (
+	"encoding/binary"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
+)
+
+// CacheStats returns the counts of the store's deny cache (WithDenyCache):
+// the zero CacheStats when it has none. Live reports whether the cache
+// holds a view of the file that a decision may be answered from.
+func (s *Store) CacheStats() store.CacheStats {
+	c := s.cache
+	if c == nil {
+		return store.CacheStats{}
+	}
+	c.mu.RLock()
+	st := store.CacheStats{Entries: int64(len(c.m)), Bytes: c.bytes, MaxBytes: c.max, Live: c.file != nil}
+	c.mu.RUnlock()
+	st.Hits, st.Fills, st.Invalidations = c.hits.Load(), c.fills.Load(), c.invalidations.Load()
+	st.Flushes, st.Evictions = c.flushes.Load(), c.evictions.Load()
+	return st
+}
+
+// entryBytes is what the bound counts for a key besides its name's bytes
+// and its state's encoding: the map's slot, the entry and the key's
+// string header.
+const entryBytes = 144
+
+// denyCache is a Store's cache of keys' states read in transactions that
+// denied them, with which it answers, exactly, the decisions that the
+// states deny while no transaction has committed to the file since (see
+// the package documentation, "Cached denials").
+type denyCache struct {
+	max int64
+
+	mu    sync.RWMutex
+	m     map[slotKey]*entry
+	bytes int64
+	// file is the file the entries were read from, as it was then; nil
+	// when the cache may answer nothing.
+	file *fileView
+
+	hits, fills, invalidations, flushes, evictions atomic.Uint64
+}
+
+// entry is a key's state in the file, as of the cache's fileView.
+type entry struct {
+	state algo.State
+	size  int64 // what the bound counts
+}
+
+// fileView is the file as the cache's entries were read from it: a
+// descriptor of its own, open for reading its meta pages, the file's
+// identity, size and modification time, and the id of its last committed
+// transaction.
+type fileView struct {
+	f        *os.File
+	fi       os.FileInfo
+	pageSize int64
+	txid     uint64
+}
+
+func newDenyCache(maxBytes int64) *denyCache {
+	return &denyCache{max: maxBytes, m: make(map[slotKey]*entry)}
+}
+
+// current reports whether the file at path is still the one v saw, with no
+// transaction committed since: the same file (device and inode), of the
+// same size and modification time, whose two meta pages are both valid,
+// with v's page size, the higher naming v's transaction. Any doubt (a
+// meta page being written, which fails its checksum) is a no.
+func (v *fileView) current(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || !os.SameFile(fi, v.fi) || fi.Size() != v.fi.Size() || !fi.ModTime().Equal(v.fi.ModTime()) {
+		return false
+	}
+	txid, size, ok := lastTxid(v.f)
+	return ok && size == v.pageSize && txid == v.txid
+}
+
+// lastTxid returns the id of the last transaction committed to f and its
+// page size, read from both meta pages (see currentMeta), when both are
+// valid and agree on the page size.
+func lastTxid(f *os.File) (txid uint64, pageSize int64, ok bool) {
+	var m0, m1 [80]byte
+	if _, err := f.ReadAt(m0[:], 0); err != nil || !validMeta(m0[:]) {
+		return 0, 0, false
+	}
+	le := binary.LittleEndian
+	pageSize = int64(le.Uint32(m0[24:]))
+	if _, err := f.ReadAt(m1[:], pageSize); err != nil || !validMeta(m1[:]) || int64(le.Uint32(m1[24:])) != pageSize {
+		return 0, 0, false
+	}
+	return max(le.Uint64(m0[64:]), le.Uint64(m1[64:])), pageSize, true
+}
+
+// answer sets op's Result from the cache when op is a decision that the
+// cached state of its key denies, as of the file now; path is the file's.
+func (c *denyCache) answer(path string, op *store.Op) bool {
+	if op.Kind != store.OpDecide {
+		return false
+	}
+	t := op.Table.(*table) // checked by Store.check
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e := c.m[slotKey{t, op.Key}]
+	if e == nil || c.file == nil || !c.file.current(path) {
+		return false
+	}
+	st := e.state.Clone()
+	if ok, err := op.Carry(&t.policy, &st); ok || err != nil {
+		op.Result = store.Result{}
+		return false
+	}
+	c.hits.Add(1)
+	return true
+}
+
+// answerEach answers from the cache each of ops, an ApplyEach's, that it
+// can, unless an earlier op of ops on its key goes to the file (whose
+// effect it must see), and returns the others, and their indices in ops.
+func (c *denyCache) answerEach(path string, ops []store.Op) (rest []store.Op, index []int) {
+	sent := make(map[slotKey]bool)
+	for i := range ops {
+		op := &ops[i]
+		k := slotKey{op.Table.(*table), op.Key}
+		if !sent[k] && c.answer(path, op) {
+			continue
+		}
+		sent[k] = true
+		rest, index = append(rest, *op), append(index, i)
+	}
+	return rest, index
+}
+
+// settle brings the cache up to date after a transaction x on the file h
+// (nil, with err, when none could run): x's own writes drop their keys,
+// the keys x denied are filled with their states, and a file that is
+// not the one the entries were read from, or that another transaction
+// committed to since, drops them all. After a failure, or on a file
+// whose meta pages the cache cannot read, it answers nothing until the
+// next transaction.
+func (c *denyCache) settle(path string, h *handle, x *txn, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var fi os.FileInfo
+	if err == nil && x != nil && h != nil && h.file != nil {
+		fi, err = h.file.Stat()
+	}
+	if err != nil || fi == nil {
+		c.drop()
+		return
+	}
+	if c.file == nil || !os.SameFile(c.file.fi, fi) || c.file.txid != x.begun {
+		c.flush()
+	}
+	if c.file != nil && !os.SameFile(c.file.fi, fi) {
+		c.drop()
+	}
+	if c.file == nil {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, fi) {
+			f.Close()
+			return
+		}
+		c.file = &fileView{f: f}
+	}
+	txid := x.begun
+	if x.committed {
+		txid++
+		c.written(x)
+	}
+	// The file's meta pages, as read here, must name the transaction
+	// bbolt says was the last: else the cache does not understand the
+	// file's layout, and answers nothing.
+	got, size, ok := lastTxid(c.file.f)
+	if !ok || got != txid {
+		c.drop()
+		return
+	}
+	c.file.fi, c.file.pageSize, c.file.txid = fi, size, txid
+	c.fill(x)
+}
+
+// written drops the entries of the keys that x, a committed transaction,
+// wrote or swept; c.mu is held.
+func (c *denyCache) written(x *txn) {
+	for k, sl := range x.slots {
+		if e := c.m[k]; e != nil && sl.changed {
+			c.remove(k, e)
+			c.invalidations.Add(1)
+		}
+	}
+	for _, d := range x.swept {
+		t := x.store.tableOf(d.bucket)
+		if t == nil {
+			continue
+		}
+		k := slotKey{t, keyOf(d.key)}
+		if e := c.m[k]; e != nil {
+			c.remove(k, e)
+			c.invalidations.Add(1)
+		}
+	}
+}
+
+// fill keeps the states of the keys that x denied a decision of, each as
+// x left it in the file; c.mu is held.
+func (c *denyCache) fill(x *txn) {
+	for _, k := range x.denied {
+		sl := x.slots[k]
+		if sl == nil || sl.err != nil || sl.s == (algo.State{}) || c.m[k] != nil {
+			continue
+		}
+		b, err := sl.s.MarshalBinary()
+		if err != nil {
+			continue
+		}
+		size := entryBytes + int64(len(k.key)+len(b))
+		if size > c.max {
+			continue
+		}
+		c.evictFor(size)
+		c.m[k] = &entry{state: sl.s.Clone(), size: size}
+		c.bytes += size
+		c.fills.Add(1)
+	}
+}
+
+// evictFor drops entries, in the map's order, until size more bytes fit;
+// c.mu is held.
+func (c *denyCache) evictFor(size int64) {
+	for k, e := range c.m {
+		if c.bytes+size <= c.max {
+			return
+		}
+		c.remove(k, e)
+		c.evictions.Add(1)
+	}
+}
+
+// remove deletes k's entry e; c.mu is held.
+func (c *denyCache) remove(k slotKey, e *entry) {
+	delete(c.m, k)
+	c.bytes -= e.size
+}
+
+// flush drops every entry; c.mu is held.
+func (c *denyCache) flush() {
+	if len(c.m) > 0 {
+		clear(c.m)
+		c.bytes = 0
+		c.flushes.Add(1)
+	}
+}
+
+// drop flushes the cache and forgets the file: nothing is answered until
+// the next transaction; c.mu is held.
+func (c *denyCache) drop() {
+	c.flush()
+	if c.file != nil {
+		c.file.f.Close()
+		c.file = nil
+	}
+}
+
+// close drops the cache for good, at Store.Close.
+func (c *denyCache) close() {
+	c.mu.Lock()
+	c.drop()
+	c.mu.Unlock()
+}
+
+// keyOf returns the limiter's key of a stored key (storedKey).
+func keyOf(stored []byte) string {
+	if len(stored) > 0 && stored[0] == 0 {
+		return string(stored[1:])
+	}
+	return string(stored)
+}
