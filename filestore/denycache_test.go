@@ -245,10 +245,34 @@ func TestDenyCacheSurvivesOwnCommits(t *testing.T) {
 	}
 }
 
+// A key that the store's own commit sweeps (drained as of its table's
+// clock, which a decision far ahead moved) leaves the cache: the next
+// decision on it, at the earlier time, is the file's (refused until the
+// table's horizon), as a store without a cache answers it.
+func TestDenyCacheSweptKey(t *testing.T) {
+	dir := t.TempDir()
+	cached, plain := cachedStore(t, filepath.Join(dir, "cached.db")), openStore(t, filepath.Join(dir, "plain.db"))
+	tc, tp := table(t, cached, "api", "token-bucket 2/1h"), table(t, plain, "api", "token-bucket 2/1h")
+	for i, c := range []struct {
+		key string
+		now int64
+	}{{"k", t0}, {"k", t0}, {"k", t0}, {"k", t0 + 1}, {"far", t0 + int64(2*time.Hour)}, {"k", t0 + 2}} {
+		got, gerr := tc.Decide(ctx, c.key, c.now, 1)
+		want, werr := tp.Decide(ctx, c.key, c.now, 1)
+		if got != want || !storetest.SameErrors(gerr, werr) {
+			t.Fatalf("decision %d, %s at %d: %+v %v, want %+v %v", i, c.key, c.now, got, gerr, want, werr)
+		}
+	}
+	if st := cached.CacheStats(); st.Hits != 1 || st.Invalidations != 1 {
+		t.Errorf("%+v: want one hit, then the key swept", st)
+	}
+}
+
 // The window in which another process's reset is not yet seen is empty:
 // after another Store, or a child process, resets a key that a Store has
 // cached as denied, that Store's very next decision on the key is
-// admitted, every time.
+// admitted, every time, though the file's size and modification time
+// are as before: its meta pages name another transaction.
 func TestDenyCacheWindow(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "window.db")
 	s := cachedStore(t, path)
@@ -257,7 +281,7 @@ func TestDenyCacheWindow(t *testing.T) {
 	const trials = 100
 	for name, other := range others {
 		ot := table(t, other, "api", "fixed-window 1/1h")
-		stale := 0
+		stale, same := 0, 0 // same: trials in which the file kept its size
 		for i := range trials {
 			now := t0 + int64(i)
 			tb.Decide(ctx, "k", now, 1) // admitted
@@ -266,8 +290,23 @@ func TestDenyCacheWindow(t *testing.T) {
 			if d, err := tb.Decide(ctx, "k", now, 1); err != nil || d.Allowed || s.CacheStats().Hits != hits+1 {
 				t.Fatalf("%s, trial %d: a denial not answered from the cache: %+v %v", name, i, d, err)
 			}
+			before, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := other.Apply(ctx, []store.Op{{Kind: store.OpReset, Table: ot, Key: "k", Now: now}}); err != nil {
 				t.Fatal(err)
+			}
+			// A commit within one tick of the kernel's clock leaves the
+			// modification time as it was: so does this one, so that
+			// only the meta pages tell.
+			if err := os.Chtimes(path, before.ModTime(), before.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+			if after, err := os.Stat(path); err != nil {
+				t.Fatal(err)
+			} else if after.Size() == before.Size() {
+				same++
 			}
 			if d, err := tb.Decide(ctx, "k", now, 1); err != nil {
 				t.Fatal(err)
@@ -275,17 +314,17 @@ func TestDenyCacheWindow(t *testing.T) {
 				stale++
 			}
 		}
-		t.Logf("reset by another %s: %d stale answers in %d trials", name, stale, trials)
-		if stale != 0 {
-			t.Errorf("reset by another %s: %d of %d next decisions denied from a stale cache", name, stale, trials)
+		t.Logf("reset by another %s: %d stale answers in %d trials, %d of them with the file's size unchanged", name, stale, trials, same)
+		if stale != 0 || same < trials/2 {
+			t.Errorf("reset by another %s: %d of %d next decisions denied from a stale cache; %d trials of the same size", name, stale, trials, same)
 		}
 	}
 }
 
 // A decision cached as denied is not answered from the cache once the
 // file is replaced (by a store whose last transaction has the same id),
-// truncated, or damaged (its current meta page, or the page of the key's
-// state); the Store's answer is then that of a Store without a cache:
+// truncated, or damaged (either meta page, or the other pages); the
+// Store's answer is then that of a Store without a cache:
 // the replacement's decision, or an error wrapping ErrCorrupt.
 func TestChaosDenyCache(t *testing.T) {
 	for _, c := range []struct {
@@ -307,6 +346,17 @@ func TestChaosDenyCache(t *testing.T) {
 			// other, the transaction before, which admitted less.
 			damage(t, path, currentMetaOffset(t, path)+64, 16)
 		}},
+		{"meta-other", func(t *testing.T, path, _ string) {
+			// The other meta page garbled, as one being written reads:
+			// bbolt goes by the current one, but the cache, in doubt,
+			// answers nothing.
+			// Its modification time kept, as within a clock tick.
+			fi, _ := os.Stat(path)
+			damage(t, path, int64(os.Getpagesize())-currentMetaOffset(t, path)+64, 16)
+			if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"page", func(t *testing.T, path, _ string) {
 			// Every page past the metas garbled, the size kept: a clock
 			// tick, which would show in the modification time, stands in
@@ -320,41 +370,50 @@ func TestChaosDenyCache(t *testing.T) {
 			}
 		}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path, spare := filepath.Join(dir, "state.db"), filepath.Join(dir, "spare.db")
-			s := cachedStore(t, path)
-			tb := table(t, s, "api", "fixed-window 2/1h")
-			tb.Decide(ctx, "k", t0, 1)
-			copyFile(t, path, spare)
-			// The spare commits once to a key of its own, as the file
-			// commits its second admission: the same transaction ids.
-			sp := openStore(t, spare)
-			if d, err := table(t, sp, "api", "fixed-window 2/1h").Decide(ctx, "other", t0, 1); err != nil || !d.Allowed {
-				t.Fatalf("the spare: %+v %v", d, err)
-			}
-			sp.Close()
-			tb.Decide(ctx, "k", t0, 1)
-			if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || d.Allowed || s.CacheStats().Hits != 0 {
-				t.Fatalf("the denial that fills the cache: %+v %v", d, err)
-			}
-			if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || d.Allowed || s.CacheStats().Hits != 1 {
-				t.Fatalf("the denial from the cache: %+v %v, %+v", d, err, s.CacheStats())
-			}
-			c.fault(t, path, spare)
-			want, werr := decideUncached(t, path, filepath.Join(dir, "copy.db"), "k", t0)
-			got, gerr := tb.Decide(ctx, "k", t0, 1)
-			t.Logf("after the fault: %+v %v; without a cache: %+v %v", got, gerr, want, werr)
-			if hits := s.CacheStats().Hits; hits != 1 {
-				t.Errorf("a decision answered from the cache after the fault: %d hits", hits)
-			}
-			if got != want || (gerr == nil) != (werr == nil) || errors.Is(gerr, filestore.ErrCorrupt) != errors.Is(werr, filestore.ErrCorrupt) {
-				t.Errorf("after the fault: %+v %v, want as a store without a cache: %+v %v", got, gerr, want, werr)
-			}
-			if c.name != "replaced" && c.name != "meta" && !errors.Is(gerr, filestore.ErrCorrupt) {
-				t.Errorf("a damaged file: %v, want ErrCorrupt", gerr)
-			}
-		})
+		for _, parity := range []int64{0, 1} {
+			t.Run(fmt.Sprint(c.name, "/", parity), func(t *testing.T) { chaosDenyCache(t, c.fault, c.name, parity) })
+		}
+	}
+}
+
+// chaosDenyCache is one case of TestChaosDenyCache: fault, after a
+// denial on a file whose last transaction's id has the given parity.
+func chaosDenyCache(t *testing.T, fault func(t *testing.T, path, spare string), name string, parity int64) {
+	dir := t.TempDir()
+	path, spare := filepath.Join(dir, "state.db"), filepath.Join(dir, "spare.db")
+	s := cachedStore(t, path)
+	tb := table(t, s, "api", "fixed-window 2/1h")
+	for i := range parity { // one more commit, on a key of its own
+		tb.Decide(ctx, fmt.Sprint("parity", i), t0, 1)
+	}
+	tb.Decide(ctx, "k", t0, 1)
+	copyFile(t, path, spare)
+	// The spare commits once to a key of its own, as the file
+	// commits its second admission: the same transaction ids.
+	sp := openStore(t, spare)
+	if d, err := table(t, sp, "api", "fixed-window 2/1h").Decide(ctx, "other", t0, 1); err != nil || !d.Allowed {
+		t.Fatalf("the spare: %+v %v", d, err)
+	}
+	sp.Close()
+	tb.Decide(ctx, "k", t0, 1)
+	if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || d.Allowed || s.CacheStats().Hits != 0 {
+		t.Fatalf("the denial that fills the cache: %+v %v", d, err)
+	}
+	if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || d.Allowed || s.CacheStats().Hits != 1 {
+		t.Fatalf("the denial from the cache: %+v %v, %+v", d, err, s.CacheStats())
+	}
+	fault(t, path, spare)
+	want, werr := decideUncached(t, path, filepath.Join(dir, "copy.db"), "k", t0)
+	got, gerr := tb.Decide(ctx, "k", t0, 1)
+	t.Logf("after the fault: %+v %v; without a cache: %+v %v", got, gerr, want, werr)
+	if hits := s.CacheStats().Hits; hits != 1 {
+		t.Errorf("a decision answered from the cache after the fault: %d hits", hits)
+	}
+	if got != want || (gerr == nil) != (werr == nil) || errors.Is(gerr, filestore.ErrCorrupt) != errors.Is(werr, filestore.ErrCorrupt) {
+		t.Errorf("after the fault: %+v %v, want as a store without a cache: %+v %v", got, gerr, want, werr)
+	}
+	if (name == "truncated" || name == "page") && !errors.Is(gerr, filestore.ErrCorrupt) {
+		t.Errorf("a damaged file: %v, want ErrCorrupt", gerr)
 	}
 }
 
