@@ -49,11 +49,6 @@ func WithHold() Option {
 	return optionFunc(func(c *config) error { c.hold = true; return nil })
 }
 
-// DefaultDenyCacheBytes is the bound that floodgate serve gives a file
-// store's deny cache unless told otherwise, as for Redis's
-// (redisstore.DefaultDenyCacheBytes).
-const DefaultDenyCacheBytes = 32 << 20
-
 // WithDenyCache gives the store a local cache of denied keys' states,
 // bounded to maxBytes bytes, from which it answers, exactly and without a
 // transaction, every later decision that the state in the file would

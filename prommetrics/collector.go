@@ -56,8 +56,8 @@ func (c *Collector) Observer(policy string) *Counts {
 
 // AddStore adds s's counts to the metrics, labelled store=name: a
 // memstore.Store's keys and bytes, a failsafe.Store's state and counts,
-// and the deny cache's of a redisstore.Store made WithDenyCache, alone or
-// behind a failsafe.Store. Other stores (a file) have nothing to add. It fails, with an
+// and the deny cache's of a redisstore.Store or filestore.Store made
+// WithDenyCache, alone or behind a failsafe.Store. It fails, with an
 // error wrapping ErrInvalidName, for an empty name or one already added.
 func (c *Collector) AddStore(name string, s store.Store) error {
 	c.mu.Lock()

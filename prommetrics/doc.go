@@ -41,13 +41,13 @@
 //	floodgate_store_trips_total{store}          times it went down
 //	floodgate_store_recoveries_total{store}     times it came back
 //
-// a redisstore.Store's deny cache (redisstore.WithDenyCache; its
-// CacheStats), alone or behind a failsafe.Store:
+// a redisstore.Store's or filestore.Store's deny cache (WithDenyCache;
+// its CacheStats, a store.CacheStats), alone or behind a failsafe.Store:
 //
-//	floodgate_deny_cache_hits_total{store}           decisions answered without Redis
+//	floodgate_deny_cache_hits_total{store}           decisions answered without Redis or a transaction
 //	floodgate_deny_cache_fills_total{store}          keys' states read after a denial
 //	floodgate_deny_cache_invalidations_total{store}  keys dropped because someone wrote them
-//	floodgate_deny_cache_flushes_total{store}        drops of every key (connection lost, FLUSHALL)
+//	floodgate_deny_cache_flushes_total{store}        drops of every key (connection lost, FLUSHALL; another process's commit to the file)
 //	floodgate_deny_cache_evictions_total{store}      keys dropped to stay within the bound
 //	floodgate_deny_cache_entries{store}              keys held
 //	floodgate_deny_cache_bytes{store}                bytes held, as the bound counts them

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,40 @@ func TestRunDenyCache(t *testing.T) {
 			t.Logf("hits %q", h)
 			if c.on && (h == "" || h == "0") || !c.on && h != "" {
 				t.Errorf("deny cache hits %q; want some with the cache on, none without", h)
+			}
+			if err := r.stop(t); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}
+
+// serve on a file store answers a flood over the limit from its deny
+// cache too, on by default: the denial that fills it is the last that
+// costs a transaction.
+func TestRunDenyCacheFile(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		bytes int64
+		want  string
+	}{{"default", 0, "3"}, {"off", -1, ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			url := "file:" + filepath.Join(t.TempDir(), "state.db")
+			r := startRun(t, Options{Store: url, SnapshotFile: "off", DenyCacheBytes: c.bytes})
+			for i := range 5 { // admitted, denied and filled, then three from the cache
+				a := do(t, "POST", r.url("/v1/check"), `{"policy_text":"fixed-window 1/24h","key":"k"}`).json
+				if a["allowed"] != (i == 0) {
+					t.Fatalf("check %d: %v", i, a)
+				}
+			}
+			h := ""
+			for _, line := range strings.Split(scrape(t, r), "\n") {
+				if v, ok := strings.CutPrefix(line, `floodgate_deny_cache_hits_total{store="main"} `); ok {
+					h = v
+				}
+			}
+			if h != c.want {
+				t.Errorf("deny cache hits %q, want %q", h, c.want)
 			}
 			if err := r.stop(t); err != nil {
 				t.Errorf("Run: %v", err)

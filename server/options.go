@@ -64,10 +64,10 @@ type Options struct {
 	// MaxMemoryBytes bounds the memory store's memory, ahead of the
 	// configuration's store.max_bytes; 0 means the configuration's.
 	MaxMemoryBytes int64
-	// DenyCacheBytes bounds the cache of denied keys of a Redis store
-	// (redisstore.WithDenyCache), which answers floods over the limit
-	// without Redis; 0 means redisstore.DefaultDenyCacheBytes, negative
-	// means no cache.
+	// DenyCacheBytes bounds the cache of denied keys of a Redis or file
+	// store (storeurl.WithDenyCache), which answers floods over the limit
+	// without Redis or a transaction; 0 means
+	// redisstore.DefaultDenyCacheBytes, negative means no cache.
 	DenyCacheBytes int64
 	// SnapshotFile is the memory store's snapshot, ahead of the
 	// configuration's; "off" means none. DefaultSnapshotFile is used

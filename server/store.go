@@ -41,11 +41,11 @@ func (in *instance) openStore() error {
 		in.store = in.mem
 		return nil
 	}
-	var extra []redisstore.Option
+	var opts []storeurl.Option
 	if n := in.o.DenyCacheBytes; n >= 0 {
-		extra = append(extra, redisstore.WithDenyCache(cmp.Or(n, redisstore.DefaultDenyCacheBytes)))
+		opts = append(opts, storeurl.WithDenyCache(cmp.Or(n, redisstore.DefaultDenyCacheBytes)))
 	}
-	s, closer, err := storeurl.Open(url, extra...)
+	s, closer, err := storeurl.Open(url, opts...)
 	if err != nil {
 		return fmt.Errorf("--store: %w", err)
 	}

@@ -24,6 +24,7 @@
 // its own timeout too (redisstore.WithTimeout). The file form opens
 // filestore.Open's store with its defaults; PATH is taken as it is,
 // without percent-decoding, except in the file:/// form, which is a URL.
+// WithDenyCache gives a Redis or file store a deny cache.
 //
 // Redact hides a URL's password, for logs; Open's errors hide it the same
 // way.
@@ -69,23 +70,46 @@ func bounded(ctxTimeout *bool, ds ...*time.Duration) {
 // names no store.
 var ErrInvalidURL = errors.New("invalid store URL")
 
+// An Option configures the store that Open makes.
+type Option func(*options)
+
+type options struct {
+	denyCache int64 // bytes; 0: none
+	redis     []redisstore.Option
+}
+
+// WithDenyCache gives a Redis or a file store a deny cache bounded to
+// maxBytes bytes (redisstore.WithDenyCache, filestore.WithDenyCache),
+// which answers decisions over their limit without the store's backend;
+// 0 means none. The memory store needs none and gets none.
+func WithDenyCache(maxBytes int64) Option { return func(o *options) { o.denyCache = maxBytes } }
+
+// WithRedisOptions applies opts to a Redis store after the URL's own;
+// other stores ignore them.
+func WithRedisOptions(opts ...redisstore.Option) Option {
+	return func(o *options) { o.redis = append(o.redis, opts...) }
+}
+
 // Open returns the store rawURL names, and a Closer that releases what it
-// holds (a Redis client's connections, a file store). extra options apply
-// to a Redis store after the URL's own. A file store's file is created
-// when missing, and a file that others hold is waited for as
-// filestore.Open says.
+// holds (a Redis client's connections, a file store). A file store's
+// file is created when missing, and a file that others hold is waited
+// for as filestore.Open says.
 //
 // An error never shows the URL's password: it is replaced by "xxxxx", as
 // Redact replaces it.
-func Open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, error) {
-	s, c, err := open(rawURL, extra...)
+func Open(rawURL string, opts ...Option) (store.Store, io.Closer, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	s, c, err := open(rawURL, o)
 	if err != nil {
 		return nil, nil, hidePassword(err, rawURL)
 	}
 	return s, c, nil
 }
 
-func open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, error) {
+func open(rawURL string, o options) (store.Store, io.Closer, error) {
 	scheme, _, _ := strings.Cut(rawURL, ":")
 	var client redis.UniversalClient
 	var opts []redisstore.Option
@@ -100,7 +124,7 @@ func open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, er
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := filestore.Open(path)
+		s, err := filestore.Open(path, filestore.WithDenyCache(o.denyCache))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -110,12 +134,12 @@ func open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, er
 		if err != nil {
 			return nil, nil, err
 		}
-		o, err := redis.ParseURL(rest)
+		ro, err := redis.ParseURL(rest)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %q: %w", ErrInvalidURL, rawURL, err)
 		}
-		bounded(&o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout)
-		client, opts = redis.NewClient(o), prefix
+		bounded(&ro.ContextTimeoutEnabled, &ro.DialTimeout, &ro.ReadTimeout, &ro.WriteTimeout, &ro.PoolTimeout)
+		client, opts = redis.NewClient(ro), prefix
 	case "redis-cluster", "redis-sentinel":
 		var prefix string
 		var err error
@@ -128,7 +152,8 @@ func open(rawURL string, extra ...redisstore.Option) (store.Store, io.Closer, er
 	default:
 		return nil, nil, fmt.Errorf("%w: %q: want memory, file:PATH, redis://HOST:PORT[/DB], unix:///PATH, redis-cluster://HOST:PORT[,HOST:PORT...] or redis-sentinel://MASTER@HOST:PORT[,...]", ErrInvalidURL, rawURL)
 	}
-	s, err := redisstore.New(client, append(opts, extra...)...)
+	opts = append(append(opts, redisstore.WithDenyCache(o.denyCache)), o.redis...)
+	s, err := redisstore.New(client, opts...)
 	if err != nil {
 		client.Close()
 		return nil, nil, err

@@ -234,7 +234,7 @@ func (o *checkOptions) openStore() (store.Store, io.Closer, error) {
 	if o.nowText != "" {
 		extra = append(extra, redisstore.WithCallerTime()) // Redis decides at --now, not on its clock
 	}
-	st, closer, err := storeurl.Open(url, extra...)
+	st, closer, err := storeurl.Open(url, storeurl.WithRedisOptions(extra...))
 	switch {
 	case errors.Is(err, filestore.ErrCorrupt), errors.Is(err, filestore.ErrNotStore), errors.Is(err, filestore.ErrLocked):
 		return nil, nil, err // the file is there, but unusable: a store error

@@ -160,9 +160,10 @@ as FLOODGATE_STORE; a flag given wins):
                         metadata of the rules still within their limit
   --max-memory BYTES    the memory store's bound in bytes, all policies
                         together (default: the configuration's, else 256 MiB)
-  --deny-cache BYTES    with a Redis store: the bound in bytes of the cache of
-                        denied keys, which answers requests over their limit
-                        without Redis, exactly, until anyone writes the key
+  --deny-cache BYTES    with a Redis or file store: the bound in bytes of the
+                        cache of denied keys, which answers requests over
+                        their limit without Redis or a transaction, exactly,
+                        until anyone writes the key (a file: anything)
                         (default 33554432, 32 MiB; 0 turns it off)
   --snapshot FILE       the memory store's snapshot (default: the
                         configuration's, else serve.snapshot in the state

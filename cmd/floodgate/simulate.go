@@ -391,8 +391,8 @@ func openSimulationStore(rawURL string, p algo.Policy) (store.Table, func() erro
 	if rawURL == "memory" {
 		st = memstore.New(math.MaxInt)
 	} else {
-		s, closer, err := storeurl.Open(rawURL, redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour),
-			redisstore.WithPrefix(fmt.Sprintf("floodgate:simulate:%016x:", rand.Uint64())))
+		s, closer, err := storeurl.Open(rawURL, storeurl.WithRedisOptions(redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour),
+			redisstore.WithPrefix(fmt.Sprintf("floodgate:simulate:%016x:", rand.Uint64()))))
 		if err != nil {
 			return nil, nil, err
 		}
