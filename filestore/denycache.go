@@ -3,6 +3,7 @@ package filestore
 import (
 	"encoding/binary"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -55,11 +56,12 @@ type entry struct {
 }
 
 // fileView is the file as the cache's entries were read from it: a
-// descriptor of its own, open for reading its meta pages, the file's
-// identity, size and modification time, and the id of its last committed
-// transaction.
+// descriptor of its own, and its two meta pages mapped through it (mem),
+// the file's identity, size and modification time, and the id of its
+// last committed transaction.
 type fileView struct {
 	f        *os.File
+	mem      []byte
 	fi       os.FileInfo
 	pageSize int64
 	txid     uint64
@@ -73,27 +75,46 @@ func newDenyCache(maxBytes int64) *denyCache {
 // transaction committed since: the same file (device and inode), of the
 // same size and modification time, whose two meta pages are both valid,
 // with v's page size, the higher naming v's transaction. Any doubt (a
-// meta page being written, which fails its checksum) is a no.
-func (v *fileView) current(path string) bool {
+// meta page being written, which fails its checksum) is a no; so is a
+// fault reading the mapping (a file truncated under it).
+func (v *fileView) current(path string) (ok bool) {
 	fi, err := os.Stat(path)
 	if err != nil || !os.SameFile(fi, v.fi) || fi.Size() != v.fi.Size() || !fi.ModTime().Equal(v.fi.ModTime()) {
 		return false
 	}
-	txid, size, ok := lastTxid(v.f)
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var m0, m1 [80]byte // copies: what is checked is what is used
+	copy(m0[:], v.mem)
+	copy(m1[:], v.mem[v.pageSize:])
+	txid, size, ok := txidOf(&m0, &m1)
 	return ok && size == v.pageSize && txid == v.txid
 }
 
 // lastTxid returns the id of the last transaction committed to f and its
-// page size, read from both meta pages (see currentMeta), when both are
-// valid and agree on the page size.
+// page size, read from both meta pages (see txidOf).
 func lastTxid(f *os.File) (txid uint64, pageSize int64, ok bool) {
 	var m0, m1 [80]byte
-	if _, err := f.ReadAt(m0[:], 0); err != nil || !validMeta(m0[:]) {
+	if _, err := f.ReadAt(m0[:], 0); err != nil {
 		return 0, 0, false
 	}
+	if _, err := f.ReadAt(m1[:], int64(binary.LittleEndian.Uint32(m0[24:]))); err != nil {
+		return 0, 0, false
+	}
+	return txidOf(&m0, &m1)
+}
+
+// txidOf returns the id of the last transaction committed to a file whose
+// meta pages (the first 80 bytes of each, see currentMeta) are m0 and m1,
+// and its page size, when both are valid and agree on the page size.
+func txidOf(m0, m1 *[80]byte) (txid uint64, pageSize int64, ok bool) {
 	le := binary.LittleEndian
 	pageSize = int64(le.Uint32(m0[24:]))
-	if _, err := f.ReadAt(m1[:], pageSize); err != nil || !validMeta(m1[:]) || int64(le.Uint32(m1[24:])) != pageSize {
+	if !validMeta(m0[:]) || !validMeta(m1[:]) || int64(le.Uint32(m1[24:])) != pageSize {
 		return 0, 0, false
 	}
 	return max(le.Uint64(m0[64:]), le.Uint64(m1[64:])), pageSize, true
@@ -182,9 +203,17 @@ func (c *denyCache) settle(path string, h *handle, x *txn, err error) {
 	// bbolt says was the last: else the cache does not understand the
 	// file's layout, and answers nothing.
 	got, size, ok := lastTxid(c.file.f)
-	if !ok || got != txid {
+	if !ok || got != txid || (c.file.mem != nil && size != c.file.pageSize) {
 		c.drop()
 		return
+	}
+	if c.file.mem == nil {
+		mem, err := mapMetas(c.file.f, 2*size)
+		if err != nil {
+			c.drop()
+			return
+		}
+		c.file.mem = mem
 	}
 	c.file.fi, c.file.pageSize, c.file.txid = fi, size, txid
 	c.fill(x)
@@ -267,6 +296,9 @@ func (c *denyCache) flush() {
 func (c *denyCache) drop() {
 	c.flush()
 	if c.file != nil {
+		if c.file.mem != nil {
+			unmapMetas(c.file.mem)
+		}
 		c.file.f.Close()
 		c.file = nil
 	}

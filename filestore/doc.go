@@ -135,27 +135,27 @@
 // commit by writing one of its two meta pages (the page of the
 // transaction id's parity, at offset 0 or one page in), each holding the
 // id of its transaction and a checksum, after the pages it wrote; the
-// file's last committed transaction is the higher id of the valid
-// pages. So when a transaction of the store denies a decision, the
-// store keeps the key's state as that transaction left it, with the
-// transaction's id; a later decision on the key is decided by package
-// algo on that state, at the decision's own time, which gives the
-// Decision, instant and error the file would give, to the nanosecond,
-// as long as no transaction has committed since. Before each such
-// answer the store checks that: it reads the file's status (the same
-// device and inode at the path, the same size and modification time)
-// and both meta pages, through a descriptor of its own, without the
-// lock, and answers only if both pages are valid, with the page size it
-// knows, and the higher names the transaction of its states. A meta
-// page being written fails its checksum, and any doubt sends the
-// decision to the file. When algo admits (a refill, a new window, a
-// peek), the decision goes to the file, where alone units are spent.
-// Only decisions are answered from the cache: a Table.Decide, an Apply
-// of one OpDecide, and each OpDecide of an ApplyEach on a key that no
-// earlier op of the call sends to the file.
+// file's last committed transaction is the higher id of the valid pages.
+// So when a transaction of the store denies a decision, the store keeps
+// the key's state as that transaction left it, with the transaction's id;
+// a later decision on the key is decided by package algo on that state,
+// at the decision's own time, which gives the Decision, instant and error
+// the file would give, to the nanosecond, as long as no transaction has
+// committed since. Before each such answer the store checks that: it
+// reads the file's status (the same device and inode at the path, the
+// same size and modification time) and both meta pages, through a mapping
+// of its own, without the lock, and answers only if both pages are valid,
+// with the page size it knows, and the higher names the transaction of
+// its states. (A read of the mapping that faults, the file truncated
+// under it, is a miss.) A meta page being written fails its checksum, and
+// any doubt sends the decision to the file. When algo admits (a refill, a
+// new window, a peek), the decision goes to the file, where alone units
+// are spent. Only decisions are answered from the cache: a Table.Decide,
+// an Apply of one OpDecide, and each OpDecide of an ApplyEach on a key
+// that no earlier op of the call sends to the file.
 //
-// A transaction that commits is visible from the moment its meta page
-// is written, which is before its caller returns; a cached answer given
+// A transaction that commits is visible from the moment its meta page is
+// written, which is before its caller returns; a cached answer given
 // while the meta page still names the old transaction is the file's
 // answer at that instant, as if the decision had taken the lock just
 // before that commit. So there is no window: a reset, refund, admission
@@ -165,16 +165,15 @@
 // file by another process or Store drops the whole cache (the store
 // cannot tell which keys it wrote); the next denial of each key, a
 // transaction as without the cache, fills it again. The store's own
-// commits drop only the keys they wrote or swept, and keep the others:
-// a transaction that began at the id of the cached states is the only
-// one between them and the id it commits. A
-// policy reload needs nothing: a table of another policy is another
-// bucket, with entries of its own.
+// commits drop only the keys they wrote or swept, and keep the others: a
+// transaction that began at the id of the cached states is the only one
+// between them and the id it commits. A policy reload needs nothing: a
+// table of another policy is another bucket, with entries of its own.
 //
 // A file replaced at the path (another inode, even one whose last
-// transaction has the same id), truncated, or whose current meta page
-// is damaged is seen by the check, and the decision goes to the file,
-// which answers as without the cache (ErrCorrupt, ErrNotStore, the
+// transaction has the same id), truncated, or whose current meta page is
+// damaged is seen by the check, and the decision goes to the file, which
+// answers as without the cache (ErrCorrupt, ErrNotStore, the
 // replacement's state). Damage written into a data page by something
 // other than bbolt, without changing the size, is seen only through the
 // modification time, which the kernel keeps at the granularity of its
@@ -183,13 +182,15 @@
 // damage, answered until the next commit. The cache needs flock (Linux,
 // macOS, the BSDs); elsewhere it answers nothing.
 //
-// The cache is bounded in bytes (WithDenyCache), counting each key at
-// its length and its state's encoded length plus 144 bytes; past the
-// bound it drops other keys to make room. Store.CacheStats counts hits,
-// fills, invalidations (keys this process wrote) and flushes (another
-// process's commits, a file replaced); package prommetrics exports
-// them. A cached denial costs a stat and two reads of 80 bytes, and no
-// lock; the README has the figures measured (BenchmarkDenied).
+// The cache is bounded in bytes (WithDenyCache), counting each key at its
+// length and its state's encoded length plus 144 bytes; past the bound it
+// drops other keys to make room. Store.CacheStats counts hits, fills,
+// invalidations (keys this process wrote) and flushes (another process's
+// commits, a file replaced); package prommetrics exports them. A cached
+// denial costs a stat of the path and a read of the meta pages through a
+// mapping of the file's first two pages (shared with every process's
+// writes), and no lock; the README has the figures measured
+// (BenchmarkDenied).
 //
 // # Cost
 //
