@@ -143,20 +143,11 @@ func (c *denyCache) answer(path string, op *store.Op) bool {
 }
 
 // answerEach answers from the cache each of ops, an ApplyEach's, that it
-// can, unless an earlier op of ops on its key goes to the file (whose
-// effect it must see), and returns the others, and their indices in ops.
+// can (store.AnswerEach), and returns the others, and their indices in
+// ops.
 func (c *denyCache) answerEach(path string, ops []store.Op) (rest []store.Op, index []int) {
-	sent := make(map[slotKey]bool)
-	for i := range ops {
-		op := &ops[i]
-		k := slotKey{op.Table.(*table), op.Key}
-		if !sent[k] && c.answer(path, op) {
-			continue
-		}
-		sent[k] = true
-		rest, index = append(rest, *op), append(index, i)
-	}
-	return rest, index
+	return store.AnswerEach(ops, func(op *store.Op) bool { return c.answer(path, op) },
+		func(op *store.Op) slotKey { return slotKey{op.Table.(*table), op.Key} })
 }
 
 // settle brings the cache up to date after a transaction x on the file h

@@ -393,24 +393,7 @@ func (c *denyCache) after(op *store.Op, err error) {
 // that the cache denies, unless an earlier op of ops on its key goes to
 // Redis (whose effect it must see), and sends the others to Redis.
 func (c *denyCache) applyEach(ctx context.Context, ops []store.Op) error {
-	var rest []store.Op
-	var index []int // rest[j] is ops[index[j]]
-	var sent map[string]bool
-	for i := range ops {
-		op := &ops[i]
-		if !sentBefore(ops[:i], index, sent, op) && c.answer(op) {
-			continue
-		}
-		if index = append(index, i); len(index) > 8 && sent == nil {
-			sent = map[string]bool{}
-			for _, j := range index {
-				sent[keyOfOp(&ops[j])] = true
-			}
-		} else if sent != nil {
-			sent[keyOfOp(op)] = true
-		}
-		rest = append(rest, *op)
-	}
+	rest, index := store.AnswerEach(ops, c.answer, keyOfOp)
 	if len(rest) == 0 {
 		return nil
 	}
@@ -421,20 +404,6 @@ func (c *denyCache) applyEach(ctx context.Context, ops []store.Op) error {
 		c.after(&rest[j], err)
 	}
 	return err
-}
-
-// sentBefore reports whether an op of ops, those of index going to Redis
-// (sent holds their keys once they are many), is on op's key.
-func sentBefore(ops []store.Op, index []int, sent map[string]bool, op *store.Op) bool {
-	if sent != nil {
-		return sent[keyOfOp(op)]
-	}
-	for _, j := range index {
-		if ops[j].Key == op.Key && ops[j].Table == op.Table {
-			return true
-		}
-	}
-	return false
 }
 
 // keyOfOp returns the Redis key of op, an op on a table of the cache's
