@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -671,4 +672,47 @@ func childServe(t *testing.T, s *filestore.Store) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// The bound counts at least what an entry takes on the heap: 20,000 keys
+// denied (an ApplyEach of a thousand decisions at a time, so that the
+// test takes a few transactions), each key's state held.
+func TestDenyCacheBytes(t *testing.T) {
+	s := newStore(t, filestore.WithDenyCache(1<<30))
+	tb := table(t, s, "bytes", "token-bucket 1/1h")
+	const n, batch = 20_000, 1000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%08d", i)
+	}
+	ops := make([]store.Op, batch)
+	run := func() {
+		for i := 0; i < n; i += batch {
+			for j := range ops {
+				ops[j] = store.Op{Kind: store.OpDecide, Table: tb, Key: keys[i+j], Now: t0, N: 1}
+			}
+			if err := s.ApplyEach(ctx, ops); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run() // admitted
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	run() // denied: filled
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st := s.CacheStats()
+	if st.Entries != n {
+		t.Fatalf("%+v: want %d entries", st, n)
+	}
+	heap := float64(after.HeapAlloc-before.HeapAlloc) / n
+	counted := float64(st.Bytes) / n
+	t.Logf("%d entries: %.1f bytes each on the heap, %.1f counted (keys of %d bytes)", n, heap, counted, len(keys[0]))
+	if heap > counted {
+		t.Errorf("an entry takes %.1f bytes on the heap, more than the %.1f the bound counts", heap, counted)
+	}
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(ops)
 }
