@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -715,4 +716,36 @@ func TestDenyCacheBytes(t *testing.T) {
 	}
 	runtime.KeepAlive(keys)
 	runtime.KeepAlive(ops)
+}
+
+// 64 callers flooding one key from its first denial on: those that reach
+// the file before the denial's transaction has filled the cache share a
+// few transactions, and from then on every decision is answered from the
+// cache.
+func TestDenyCacheConcurrentFlood(t *testing.T) {
+	s := newStore(t, filestore.WithDenyCache(1<<20))
+	tb := table(t, s, "api", "fixed-window 1/1h")
+	if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || !d.Allowed {
+		t.Fatalf("the first decision: %+v %v", d, err)
+	}
+	before := filestore.Transactions(s)
+	const callers, each = 64, 200
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range each {
+				if d, err := tb.Decide(ctx, "k", t0, 1); err != nil || d.Allowed {
+					t.Errorf("%+v %v", d, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	txns, st := filestore.Transactions(s)-before, s.CacheStats()
+	t.Logf("%d callers, %d denied decisions each: %d transactions; %+v", callers, each, txns, st)
+	if st.Hits < callers*each*9/10 || txns > 20 {
+		t.Errorf("%d decisions: %d answered by the cache, %d transactions; want nine tenths answered, and at most 20 transactions",
+			callers*each, st.Hits, txns)
+	}
 }
