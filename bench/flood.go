@@ -80,7 +80,8 @@ type FloodServicePeer struct {
 const EnvoyLocalCacheBytes = 1 << 20
 
 // FloodServicePeers are floodgate serve on Redis and envoyproxy/ratelimit on
-// the same Redis, without and with its local cache. A variant of
+// the same Redis, without and with its local cache, and grpc-noop, a
+// service that decides nothing: the ceiling gRPC sets. A variant of
 // floodgate's is one more line: a name and the serve options that
 // floodgateFloodService sets.
 var FloodServicePeers = []FloodServicePeer{
@@ -91,6 +92,9 @@ var FloodServicePeers = []FloodServicePeer{
 	{Name: "envoy-ratelimit-cache", Start: envoyFloodService(EnvoyLocalCacheBytes), Done: stopEnvoyRateLimit,
 		Note: fmt.Sprintf("envoy-ratelimit with its local cache of over-limit keys on (LOCAL_CACHE_SIZE_IN_BYTES=%d): "+
 			"a key found over its limit is denied from memory until its window ends (flood scenarios only)", EnvoyLocalCacheBytes)},
+	{Name: "grpc-noop", Start: startNoopRLS,
+		Note: "an Envoy rate-limit service that decides nothing and answers OVER_LIMIT, on gRPC's default server: " +
+			"the ceiling of every service on this machine (flood scenarios only)"},
 }
 
 // floodDomain is the Envoy domain of floodServiceConfig.
