@@ -14,17 +14,13 @@ import (
 	"github.com/floodgate/floodgate/internal/seconds"
 )
 
-// decide decides the descriptors of a request that have a limit, all at
-// now. A rule of floodgate's algorithms with requests_per_unit 0 is over
-// without the store. The others are decided through their limiters by
-// floodgate.AllowEachAt, each as if alone, in one step of the store (on
-// Redis, one script call for the whole request, as upstream pipelines
-// its increments); a descriptor's error is in its desc.
-//
-// A fixed window's limiter is its domain's counter for that window
-// length (see counterPolicy), which counts every hit, as upstream's
-// counter does: decided turns the count into the rule's answer.
-func (s *Service) decide(ctx context.Context, ds []desc, now int64) {
+// decide decides the descriptors of a request of the domain that have a
+// limit, all at now. A rule of floodgate's algorithms with
+// requests_per_unit 0 is over without the store, and so is a fixed window
+// whose counter is known to be over the rule's limit (overCounts.answer).
+// The others are decided on the store (decideOnStore); a descriptor's
+// error is in its desc.
+func (s *Service) decide(ctx context.Context, domainName string, ds []desc, now int64) {
 	var few [8]int
 	todo := few[:0]
 	for i := range ds {
@@ -34,6 +30,7 @@ func (s *Service) decide(ctx context.Context, ds []desc, now int64) {
 			d.decided(s.blocked(d.r), nil)
 		case d.l.err != nil:
 			d.err = d.l.err
+		case d.r.upstream && s.local.answer(s, domainName, d, now):
 		default:
 			todo = append(todo, i)
 		}
@@ -41,11 +38,30 @@ func (s *Service) decide(ctx context.Context, ds []desc, now int64) {
 	if len(todo) == 0 {
 		return
 	}
+	s.decideOnStore(ctx, ds, todo, now)
+	s.local.learn(domainName, ds, todo, now)
+}
+
+// decideOnStore decides the descriptors ds[todo] through their limiters
+// by floodgate.AllowEachAt, at now, each as if alone, in one step of the
+// store (on Redis, one script call for the whole request, as upstream
+// pipelines its increments), each costing its hits and the hits owed to
+// its counter.
+//
+// A fixed window's limiter is its domain's counter for that window
+// length (see counterPolicy), which counts every hit, as upstream's
+// counter does: decided turns the count into the rule's answer.
+func (s *Service) decideOnStore(ctx context.Context, ds []desc, todo []int, now int64) {
 	at := time.Unix(0, now)
 	var fewChecks [4]floodgate.Check
 	checks := fewChecks[:0]
 	for _, i := range todo {
-		checks = append(checks, floodgate.Check{Limiter: ds[i].l.l, Key: ds[i].key, N: ds[i].n, Peek: ds[i].n == 0})
+		d := &ds[i]
+		n := d.n
+		if d.owed > 0 {
+			n = min(n, math.MaxInt64-d.owed) + d.owed
+		}
+		checks = append(checks, floodgate.Check{Limiter: d.l.l, Key: d.key, N: n, Peek: n == 0})
 	}
 	failed := false
 	allowEachAt(ctx, at, checks, func(j int, dec floodgate.Decision, err error) {

@@ -142,8 +142,11 @@
 //     files with one domain are an error, as by default upstream (its
 //     MERGE_DOMAIN_CONFIG setting has no equivalent); a month is always
 //     30 days (upstream's default; it has a setting for calendar months).
-//   - Upstream's statistics and local cache are not here: the serving
-//     process adds what it needs, with Stats and WithObserver. Upstream
+//   - Upstream's statistics are not here: the serving process adds what
+//     it needs, with Stats and WithObserver. Upstream's local cache
+//     answers an over-limit key from memory until its window ends and
+//     never counts those hits; floodgate answers them from memory too,
+//     and counts them (see "Hits over the limit"). Upstream
 //     leaves a rule's metadata out of the answer when detailed_metric or
 //     value_to_metric renames its statistics; floodgate always sends it.
 //   - Response headers (WithResponseHeaders) describe the descriptor
@@ -228,6 +231,52 @@
 // on Redis joins the calls of concurrent requests. Stats counts a
 // request as shadowed when a descriptor was over its limit in shadow
 // mode.
+//
+// # Hits over the limit
+//
+// A fixed window counts every hit, so that without more each hit is a
+// store call, a write, even one over the limit: a flood of requests on a
+// descriptor over its limit would be a flood of the store. But within a
+// window a counter only grows, so once the store has answered that a
+// counter holds C hits, every later hit on it in that window is over
+// every limit below C, whatever other processes do. The service keeps,
+// for each counter that the store found over a rule's limit in the
+// current window, a lower bound of its count (the store's last answer,
+// plus the hits counted since), and answers those hits from memory: the
+// status the store's answer would give (OVER_LIMIT, or OK in a rule's
+// shadow_mode; the rule's current_limit; duration_until_reset until the
+// window ends), the same statuses, every field, as when every hit goes to
+// the store. It owes the store those hits, and writes them, one
+// operation per counter and ApplyEach calls of up to 512 counters, every
+// flush interval (WithFlushInterval, DefaultFlushInterval by default),
+// at Close, and with the next hit on the counter that goes to the store.
+// It answers from memory only while more than a flush interval is left
+// of the window, so that the flusher writes the hits before the window
+// ends. A limit at or above the known count (a limit override, a rule
+// whose limit a reload raised) goes to the store, with the owed hits,
+// and so decides on the exact count.
+//
+// The cost is a window in which the others read less than the truth:
+// another process sharing the store (or this one, through a limit that
+// goes to the store) reads a count lower than the truth by at most the
+// hits answered from memory and not yet written, for at most a flush
+// interval (TestLocalAnswersStaleRead measures it: 50 hits unseen for a
+// flush interval, then all of them). So a process may admit, in that
+// interval, hits that another's unwritten hits would have refused; with
+// one process, or with every hit to one process, there is no such
+// window. Hits owed to a window that has ended are dropped, since no
+// decision reads a window's count after it (a store inspected by other
+// means shows them missing), and a flush that reaches the store after its
+// window ended (the flusher a flush interval late) counts its hits in the
+// next one. A store that fails a flush keeps its documented behaviour for
+// the counter's next hits, which go to the store again (and fail, or are
+// decided by failsafe's mode), with the hits the flush could not write. A
+// store emptied during a window (FLUSHALL, a restart without
+// persistence) is noticed at the next flush of a counter's hits, whose
+// answer replaces the known count; until then, for at most a flush
+// interval, the counter is still answered as over. Shadow mode is
+// unchanged: a counter is never in dry-run mode, and shadow mode acts on
+// the answer. WithFlushInterval(-1) sends every hit to the store.
 //
 // # Serving
 //

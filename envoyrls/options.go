@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/floodgate/floodgate/clock"
 )
@@ -19,11 +20,12 @@ type options struct {
 	observer func(context.Context, Outcome)
 	// dynamicMetadata: see WithDynamicMetadata
 	dynamicMetadata bool
+	flushEvery      time.Duration // see WithFlushInterval
 }
 
 // defaults returns the configuration before any option.
 func defaults() options {
-	return options{log: slog.New(slog.DiscardHandler)}
+	return options{log: slog.New(slog.DiscardHandler), flushEvery: DefaultFlushInterval}
 }
 
 type optionFunc func(*options)
@@ -83,4 +85,18 @@ func WithQuotaMode(on bool) Option { return optionFunc(func(o *options) { o.quot
 // quota left.
 func WithDynamicMetadata(on bool) Option {
 	return optionFunc(func(o *options) { o.dynamicMetadata = on })
+}
+
+// WithFlushInterval sets how often the service writes to its store the
+// hits it answered from memory, DefaultFlushInterval by default: the
+// hits on a fixed window's counter known to be over their rule's limit
+// (see "Hits over the limit" in the package documentation). A negative d
+// answers nothing from memory: every hit is a store call, as before
+// there was a choice. 0 means the default.
+func WithFlushInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d != 0 {
+			o.flushEvery = d
+		}
+	})
 }

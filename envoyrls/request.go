@@ -58,7 +58,7 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	if err != nil {
 		return nil, err
 	}
-	s.decide(ctx, ds, now)
+	s.decide(ctx, dom.name, ds, now)
 	resp, err := s.answer(ctx, dom.name, ds, now)
 	if err != nil {
 		return nil, err
@@ -114,7 +114,10 @@ type desc struct {
 	l   limiter
 	key string
 	n   int64
-	d   floodgate.Decision // the limiter's
+	// owed are the hits answered from memory that the store is asked to
+	// add with the descriptor's own (see overCounts.answer).
+	owed int64
+	d    floodgate.Decision // the limiter's
 	// over reports whether the descriptor was over its rule's limit
 	// (and let through, in shadow mode); remaining is what the rule
 	// has left when it is not.
@@ -327,7 +330,7 @@ func overrideRule(domainName string, o *ratelimitv3.RateLimitDescriptor_RateLimi
 	if !ok || unit == rlsv3.RateLimitResponse_RateLimit_UNKNOWN {
 		return nil, status.Errorf(codes.InvalidArgument, "limit override: unit %v is not a rate limit unit", o.GetUnit())
 	}
-	r := &rule{path: domainName + " (override)", perUnit: o.GetRequestsPerUnit(), unit: u.unit, period: u.period, upstream: true}
+	r := &rule{domain: domainName, path: domainName + " (override)", perUnit: o.GetRequestsPerUnit(), unit: u.unit, period: u.period, upstream: true}
 	if m := o.GetUnitMultiplier().GetValue(); m > 1 {
 		if time.Duration(m) > algo.MaxPeriod/u.period {
 			return nil, status.Errorf(codes.InvalidArgument, "limit override: a window of %d %v is longer than 366 days", m, u.unit)

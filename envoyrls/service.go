@@ -44,6 +44,8 @@ type Service struct {
 	ok, over, shadow, unknown, errs atomic.Uint64
 
 	errLogs logthrottle.Throttle // one store failure line a second
+
+	local overCounts // the counters known over, and the hits owed to them
 }
 
 // bound is a Config with the limiters of its rules.
@@ -87,7 +89,7 @@ func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 	if st == nil {
 		st = memstore.New(0)
 	}
-	s := &Service{store: st, opts: o, overrides: make(map[counterKey]*floodgate.Limiter)}
+	s := &Service{store: st, opts: o, overrides: make(map[counterKey]*floodgate.Limiter), local: newOverCounts(o.flushEvery)}
 	s.cur.Store(s.bind(cfg))
 	return s
 }
