@@ -160,6 +160,13 @@ func (in *instance) shutdown(err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), in.shutdownTimeout())
 	defer cancel()
 	in.stopServing(ctx)
+	if in.envoy != nil {
+		// The hits it answered from memory, before the snapshot and the
+		// store's close.
+		if ferr := in.envoy.Close(ctx); ferr != nil {
+			in.log.Error("envoy: writing the hits answered from memory", "err", ferr)
+		}
+	}
 	if serr := in.saveSnapshot(); serr != nil {
 		err = errors.Join(err, serr)
 	}
