@@ -24,6 +24,8 @@ descriptors:
         rate_limit: {unit: minute, requests_per_unit: 1000000000}
   - key: api_key
     rate_limit: {unit: minute, requests_per_unit: 1000000000, algorithm: token-bucket}
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 1}
 `
 
 // benchShouldRateLimit decides requests of the descriptors made by descs
@@ -62,6 +64,15 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 		three[i] = request("edge", addrs[i].Descriptors[0], descriptor("tenant", "acme", "path", "/api/"+strconv.Itoa(i%100)),
 			descriptor("api_key", strconv.Itoa(i%1000)))
 	}
+	// Keys over their limit, as in bench's BenchmarkFloodService: answered
+	// from memory once the store has found each over.
+	users := make([]*rlsv3.RateLimitRequest, 1000)
+	for i := range users {
+		users[i] = request("edge", descriptor("user", "flood:user:"+strconv.Itoa(i)))
+	}
+	b.Run("one descriptor, over the limit", func(b *testing.B) {
+		benchShouldRateLimit(b, len(users), func(i int) *rlsv3.RateLimitRequest { return users[i] })
+	})
 	b.Run("three descriptors", func(b *testing.B) {
 		benchShouldRateLimit(b, len(three), func(i int) *rlsv3.RateLimitRequest { return three[i] })
 	})
