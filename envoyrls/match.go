@@ -144,6 +144,11 @@ const maxKeyLen = 512
 // entries replaced by their wildcard.
 func storeKey(entries []*ratelimitv3.RateLimitDescriptor_Entry, shared []string) string {
 	var b strings.Builder
+	size := 0
+	for _, e := range entries {
+		size += len(e.GetKey()) + len(e.GetValue()) + 2
+	}
+	b.Grow(size) // enough unless a value has escapes or is shared
 	for i, e := range entries {
 		if i > 0 {
 			b.WriteByte('&')

@@ -188,13 +188,30 @@ type messages struct {
 	reset  durationpb.Duration
 }
 
+// A response1 is the response to a request of one descriptor, the
+// commonest, with its status's messages, in one allocation.
+type response1 struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	msgs     [1]messages
+}
+
+// newResponse returns a response of overall code OK with room for n
+// statuses, and the messages of each.
+func newResponse(n int) (*rlsv3.RateLimitResponse, []messages) {
+	if n == 1 {
+		r := &response1{}
+		r.resp.OverallCode, r.resp.Statuses = rlsv3.RateLimitResponse_OK, r.statuses[:]
+		return &r.resp, r.msgs[:]
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}, make([]messages, n)
+}
+
 // answer makes the response from the descriptors' decisions, reporting
 // each to the observer; or, at the first descriptor in the request's
 // order that has no decision, the error that kept it from one.
 func (s *Service) answer(ctx context.Context, domainName string, ds []desc, now int64) (*rlsv3.RateLimitResponse, error) {
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
-	msgs := make([]messages, len(ds))
+	resp, msgs := newResponse(len(ds))
 	var v verdict
 	for i := range ds {
 		d, m := &ds[i], &msgs[i]
