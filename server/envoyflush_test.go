@@ -1,0 +1,40 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/floodgate/floodgate/internal/redistest"
+)
+
+// The hits the Envoy service answered from memory (over their limit) are
+// in the store once Run has returned: a second Run on the same Redis
+// reads them all, though the first one's flusher never ran (its clock is
+// fake and stands still).
+func TestRunEnvoyFlushesOnShutdown(t *testing.T) {
+	srv := redistest.NewServer(t)
+	dir := filepath.Join(t.TempDir(), "envoy")
+	os.Mkdir(dir, 0o700)
+	writeFile(t, filepath.Join(dir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 3}\n")
+	const hit = `{"domain":"edge","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
+	const hits = 20
+	r := startRun(t, Options{Store: srv.URL(), EnvoyConfigDir: dir, SnapshotFile: "off"})
+	for i := range hits {
+		a := do(t, "POST", r.url("/json"), hit)
+		if over := strings.Contains(a.body, "OVER_LIMIT"); over != (i >= 3) {
+			t.Fatalf("hit %d: %s", i+1, a.body)
+		}
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	r = startRun(t, Options{Store: srv.URL(), EnvoyConfigDir: dir, SnapshotFile: "off"})
+	const read = `{"domain":"edge","descriptors":[{"entries":[{"key":"k","value":"v"}],"limit":{"requestsPerUnit":1000,"unit":"DAY"},"hitsAddend":0}]}`
+	a := do(t, "POST", r.url("/json"), read)
+	if want := fmt.Sprintf(`"limitRemaining":%d`, 1000-hits); !strings.Contains(a.body, want) {
+		t.Errorf("after %d hits and a shutdown, a check under a limit of 1000 answers %s, want %s", hits, a.body, want)
+	}
+}
