@@ -87,7 +87,8 @@ const EnvoyLocalCacheBytes = 1 << 20
 var FloodServicePeers = []FloodServicePeer{
 	{Name: "floodgate", Start: floodgateFloodService()},
 	{Name: "floodgate-nocache", Start: floodgateFloodService(func(o *server.Options) { o.DenyCacheBytes = -1 }),
-		Note: "floodgate serve with --deny-cache 0: every check goes to Redis (flood scenarios only)"},
+		Note: "floodgate serve with --deny-cache 0: the Redis store without its deny cache; the Envoy service still " +
+			"answers over-limit fixed-window hits from memory (flood scenarios only)"},
 	{Name: "envoy-ratelimit", Start: envoyFloodService(0), Done: stopEnvoyRateLimit},
 	{Name: "envoy-ratelimit-cache", Start: envoyFloodService(EnvoyLocalCacheBytes), Done: stopEnvoyRateLimit,
 		Note: fmt.Sprintf("envoy-ratelimit with its local cache of over-limit keys on (LOCAL_CACHE_SIZE_IN_BYTES=%d): "+
