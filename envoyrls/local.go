@@ -2,6 +2,7 @@ package envoyrls
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -167,10 +168,12 @@ func (o *overCounts) startFlusher(s *Service) {
 			clk = clock.Real{}
 		}
 		for {
-			t := clk.NewTimer(s.opts.flushEvery)
+			t := clk.NewTimer(o.every)
 			select {
 			case <-t.C():
-				s.Flush(context.Background())
+				if err := s.Flush(context.Background()); err != nil {
+					s.logStoreError("", "(the hits answered from memory)", err)
+				}
 			case <-o.stop:
 				t.Stop()
 				return
@@ -200,7 +203,7 @@ func (s *Service) Flush(ctx context.Context) error {
 		s.local.flushed(batch, now)
 		for i := range batch {
 			if err := batch[i].err; err != nil && first == nil {
-				first = err
+				first = fmt.Errorf("envoyrls: writing the hits answered from memory: %w", err)
 			}
 		}
 	}
