@@ -202,6 +202,11 @@ func TestLocalAnswersDifferential(t *testing.T) {
 			if got, want := counts(t, localStore, clk), counts(t, refStore, clk); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("counters after the flush: %v, want %v", got, want)
 			}
+			for _, r := range ref {
+				if n := r.localAnswers(); n != 0 {
+					t.Fatalf("a service with WithFlushInterval(-1) answered %d descriptors from memory", n)
+				}
+			}
 			if localAnswers == 0 {
 				t.Error("no descriptor was answered from memory: the trace tests nothing")
 			}
@@ -407,5 +412,39 @@ func TestLocalAnswersWindowEnd(t *testing.T) {
 		if got := counts(t, st, clk)[0]; got != uint32(11+i) {
 			t.Fatalf("a flush interval before the window ends, the count after hit %d is %d, want %d", 11+i, got, 11+i)
 		}
+	}
+}
+
+// TestLocalAnswersWindowEnded: the hits owed to a counter whose window
+// has ended are not carried into the next window's count; the counter
+// is asked of the store afresh.
+func TestLocalAnswersWindowEnded(t *testing.T) {
+	counter, err := NewService(nil, nil).newCounter("d", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	five, err := counter.AllowAt(context.Background(), "other", t0, 5) // a count of 5
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rule{domain: "d", upstream: true, perUnit: 2, period: time.Minute}
+	o := newOverCounts(100 * time.Millisecond)
+	now := t0.UnixNano()
+	ds := []desc{{r: r, l: limiter{l: counter}, key: "k", n: 1, over: true, d: five}}
+	o.learn("d", ds, []int{0}, now)
+	c := o.m[ds[0].overKey("d")]
+	if c == nil || c.known != 5 {
+		t.Fatalf("after a count of 5 over a limit of 2, the counter is %+v", c)
+	}
+	c.pending = 7 // hits answered from memory in the window, not written
+	next := desc{r: r, l: limiter{l: counter}, key: "k", n: 1}
+	if o.answer(nil, "d", &next, now+int64(time.Minute)) {
+		t.Fatal("a hit in the next window was answered from memory")
+	}
+	if next.owed != 0 {
+		t.Errorf("a hit in the next window carries %d hits owed to the window before", next.owed)
+	}
+	if len(o.m) != 0 {
+		t.Errorf("the ended window's counter is still known: %v", o.m)
 	}
 }
