@@ -38,6 +38,8 @@ func (s *Service) decide(ctx context.Context, domainName string, ds []desc, now 
 	if len(todo) == 0 {
 		return
 	}
+	s.local.writing.RLock()
+	defer s.local.writing.RUnlock()
 	s.decideOnStore(ctx, ds, todo, now)
 	s.local.learn(domainName, ds, todo, now)
 }

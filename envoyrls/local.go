@@ -43,6 +43,10 @@ type overCount struct {
 // their current window, and the hits it owes them. Its methods are safe
 // for concurrent use.
 type overCounts struct {
+	// writing is held by a flush, and read-held by each request's store
+	// call, so that no flush of a window's hits reaches the store after
+	// a request of this process decided a later window there.
+	writing sync.RWMutex
 	mu      sync.Mutex
 	m       map[overKey]*overCount
 	off     bool          // WithFlushInterval < 0: every hit goes to the store
@@ -189,6 +193,8 @@ func (o *overCounts) startFlusher(s *Service) {
 // itself every flush interval, and Close flushes; Flush is for a caller
 // that wants the store's counts exact now.
 func (s *Service) Flush(ctx context.Context) error {
+	s.local.writing.Lock()
+	defer s.local.writing.Unlock()
 	now := s.now()
 	ds := s.local.owed(now)
 	var first error

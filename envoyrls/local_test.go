@@ -448,3 +448,44 @@ func TestLocalAnswersWindowEnded(t *testing.T) {
 		t.Errorf("the ended window's counter is still known: %v", o.m)
 	}
 }
+
+// TestLocalAnswersFlushInFlight: a request of the next window waits for a
+// flush under way of the window before, so that the flush's hits land in
+// their own window and not in the next (which a store, seeing an older
+// time than its state's, would count them in). The flush is held in the
+// store while the request is made; the request must not reach the store
+// until the flush is released (the test gives it a second of real time to
+// get there, which it does at once without the wait).
+func TestLocalAnswersFlushInFlight(t *testing.T) {
+	ctx := context.Background()
+	g := &gateStore{Store: memstore.New(0), entered: make(chan struct{}), arrived: make(chan struct{}, 1)}
+	clk := clock.NewFake(t0)
+	s := NewService(mustParse(t, localConfigs[1]), g, WithClock(clk), WithFlushInterval(100*time.Millisecond))
+	t.Cleanup(func() { s.Close(ctx) })
+	hit := request("d", descriptor("user", "u0"))
+	for range 15 { // 9 through the store, 6 from memory
+		call(t, s, hit)
+	}
+	g.hold()
+	flushed := make(chan error)
+	go func() { flushed <- s.Flush(ctx) }()
+	<-g.entered
+	clk.Advance(time.Second) // the next window
+	answered := make(chan string)
+	go func() { answered <- call(t, s, hit) }()
+	select {
+	case <-g.arrived:
+		t.Error("a request of the next window reached the store while a flush of the window before was under way")
+	case <-time.After(time.Second):
+	}
+	g.release()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-answered; got != "OK: OK 8/SECOND r=7 t=1s" {
+		t.Errorf("the first hit of the next window: %s", got)
+	}
+	if got := counts(t, g, clk)[0]; got != 1 {
+		t.Errorf("the next window's count is %d, want 1: the flush's hits went to it", got)
+	}
+}

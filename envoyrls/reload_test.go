@@ -109,7 +109,8 @@ func TestSetConfigUnderLoad(t *testing.T) {
 // A request under way when the configuration changes finishes under the
 // configuration it began with.
 func TestSetConfigInFlight(t *testing.T) {
-	g := &gateStore{Store: memstore.New(0), entered: make(chan struct{}), release: make(chan struct{})}
+	g := &gateStore{Store: memstore.New(0), entered: make(chan struct{})}
+	g.hold()
 	s := NewService(mustParse(t, configA), g, WithClock(clock.NewFake(t0)))
 	done := make(chan string)
 	go func() {
@@ -125,18 +126,49 @@ func TestSetConfigInFlight(t *testing.T) {
 	if got, want := call(t, s, request("d", descriptor("onlyA", "x"))), "OK: OK"; got != want {
 		t.Errorf("a new request: %s, want %s (B has no onlyA)", got, want)
 	}
-	close(g.release)
+	g.release()
 	if got, want := <-done, "OK: OK 100000/MINUTE r=99999 t=1m0s | OK 7/MINUTE r=6 t=1m0s"; got != want {
 		t.Errorf("the request under way: %s, want %s (decided under A)", got, want)
 	}
 }
 
-// gateStore holds the first decision (a Decide or an Apply) until
-// released.
+// gateStore holds the first decision (a Decide or an Apply) made after
+// hold until release, and reports each later one on arrived (if not
+// nil) without waiting.
 type gateStore struct {
 	store.Store
-	once             sync.Once
-	entered, release chan struct{}
+	entered chan struct{} // receives when the held decision has come
+	arrived chan struct{}
+
+	mu      sync.Mutex
+	holding bool          // the next decision is held
+	held    chan struct{} // closed by release; nil before hold
+}
+
+func (g *gateStore) hold() {
+	g.mu.Lock()
+	g.holding, g.held = true, make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gateStore) release() { close(g.held) }
+
+// pass holds the first decision after hold, and reports the later ones.
+func (g *gateStore) pass() {
+	g.mu.Lock()
+	first, held := g.holding, g.held
+	g.holding = false
+	g.mu.Unlock()
+	switch {
+	case first:
+		g.entered <- struct{}{}
+		<-held
+	case held != nil && g.arrived != nil:
+		select {
+		case g.arrived <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (g *gateStore) Table(name string, p algo.Policy) (store.Table, error) {
@@ -150,15 +182,10 @@ type gateTable struct {
 }
 
 func (t gateTable) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
-	t.g.once.Do(func() {
-		close(t.g.entered)
-		<-t.g.release
-	})
+	t.g.pass()
 	return t.Table.Decide(ctx, key, now, n)
 }
 
-// Apply holds the first call too, and passes the ops on to the inner
-// store's tables.
 // ApplyEach is Apply op by op.
 func (g *gateStore) ApplyEach(ctx context.Context, ops []store.Op) error {
 	for i := range ops {
@@ -169,11 +196,9 @@ func (g *gateStore) ApplyEach(ctx context.Context, ops []store.Op) error {
 	return nil
 }
 
+// Apply passes the ops on to the inner store's tables.
 func (g *gateStore) Apply(ctx context.Context, ops []store.Op) error {
-	g.once.Do(func() {
-		close(g.entered)
-		<-g.release
-	})
+	g.pass()
 	inner := make([]store.Op, len(ops))
 	for i, op := range ops {
 		if t, ok := op.Table.(gateTable); ok {
