@@ -266,9 +266,11 @@
 // one process, or with every hit to one process, there is no such
 // window. Hits owed to a window that has ended are dropped, since no
 // decision reads a window's count after it (a store inspected by other
-// means shows them missing), and a flush that reaches the store after its
-// window ended (the flusher a flush interval late) counts its hits in the
-// next one. A store that fails a flush keeps its documented behaviour for
+// means shows them missing). The store calls of this process's requests
+// wait for a flush under way, so that its hits land in their window; but
+// a flush that reaches the store after another process has decided the
+// next window there (the flusher a flush interval late) counts its hits
+// in that next window. A store that fails a flush keeps its documented behaviour for
 // the counter's next hits, which go to the store again (and fail, or are
 // decided by failsafe's mode), with the hits the flush could not write. A
 // store emptied during a window (FLUSHALL, a restart without
