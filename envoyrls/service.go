@@ -30,7 +30,9 @@ const MaxDescriptors = 1024
 // Its methods are safe for concurrent use. SetConfig swaps the
 // configuration atomically: a request is decided wholly under the
 // configuration it started with, and the limits of rules that did not
-// change keep their state. There is no zero value: use NewService.
+// change keep their state. Close writes the hits it answered from memory
+// (see "Hits over the limit" in the package documentation) and stops the
+// goroutine that writes them. There is no zero value: use NewService.
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
