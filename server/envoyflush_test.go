@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/internal/redistest"
 )
@@ -36,5 +37,35 @@ func TestRunEnvoyFlushesOnShutdown(t *testing.T) {
 	a := do(t, "POST", r.url("/json"), read)
 	if want := fmt.Sprintf(`"limitRemaining":%d`, 1000-hits); !strings.Contains(a.body, want) {
 		t.Errorf("after %d hits and a shutdown, a check under a limit of 1000 answers %s, want %s", hits, a.body, want)
+	}
+}
+
+// With EnvoyFlushInterval negative, no hit is answered from memory: a
+// second Run on the same Redis reads every hit of the first while it
+// runs. With the default it reads only those that went to the store (the
+// first's flusher, on its fake clock, never runs).
+func TestRunEnvoyFlushInterval(t *testing.T) {
+	srv := redistest.NewServer(t)
+	dir := filepath.Join(t.TempDir(), "envoy")
+	os.Mkdir(dir, 0o700)
+	writeFile(t, filepath.Join(dir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 3}\n")
+	reader := startRun(t, Options{Store: srv.URL(), EnvoyConfigDir: dir, SnapshotFile: "off", EnvoyFlushInterval: -1})
+	for _, c := range []struct {
+		name  string
+		every time.Duration
+		want  int
+	}{{"default", 0, 4}, {"none", -1, 20}} {
+		t.Run(c.name, func(t *testing.T) {
+			hit := fmt.Sprintf(`{"domain":"edge","descriptors":[{"entries":[{"key":"k","value":%q}]}]}`, c.name)
+			r := startRun(t, Options{Store: srv.URL(), EnvoyConfigDir: dir, SnapshotFile: "off", EnvoyFlushInterval: c.every})
+			for range 20 {
+				do(t, "POST", r.url("/json"), hit)
+			}
+			read := fmt.Sprintf(`{"domain":"edge","descriptors":[{"entries":[{"key":"k","value":%q}],"limit":{"requestsPerUnit":1000,"unit":"DAY"},"hitsAddend":0}]}`, c.name)
+			a := do(t, "POST", reader.url("/json"), read)
+			if want := fmt.Sprintf(`"limitRemaining":%d`, 1000-c.want); !strings.Contains(a.body, want) {
+				t.Errorf("another instance, after 20 hits: %s, want %s", a.body, want)
+			}
+		})
 	}
 }

@@ -61,6 +61,12 @@ type Options struct {
 	// EnvoyDynamicMetadata has Envoy's answers carry dynamic metadata
 	// (envoyrls.WithDynamicMetadata).
 	EnvoyDynamicMetadata bool
+	// EnvoyFlushInterval is how often the Envoy service writes to the
+	// store the hits it answered from memory, those over a fixed window's
+	// limit (envoyrls.WithFlushInterval); 0 means
+	// envoyrls.DefaultFlushInterval, negative means none are: every hit
+	// goes to the store.
+	EnvoyFlushInterval time.Duration
 	// MaxMemoryBytes bounds the memory store's memory, ahead of the
 	// configuration's store.max_bytes; 0 means the configuration's.
 	MaxMemoryBytes int64

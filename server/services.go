@@ -40,7 +40,7 @@ func (in *instance) buildEnvoy() error {
 	in.envoy = envoyrls.NewService(ec, in.store, envoyrls.WithClock(in.clk),
 		envoyrls.WithLogger(in.log.With("service", "envoy")), envoyrls.WithShadowMode(in.o.EnvoyShadowMode),
 		envoyrls.WithResponseHeaders(in.o.EnvoyResponseHeaders), envoyrls.WithQuotaMode(in.o.EnvoyQuotaMode),
-		envoyrls.WithDynamicMetadata(in.o.EnvoyDynamicMetadata))
+		envoyrls.WithDynamicMetadata(in.o.EnvoyDynamicMetadata), envoyrls.WithFlushInterval(in.o.EnvoyFlushInterval))
 	in.metrics.reg.MustRegister(envoyCollector{in.envoy})
 	return nil
 }

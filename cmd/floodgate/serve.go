@@ -158,6 +158,12 @@ as FLOODGATE_STORE; a flag given wins):
                         send the dynamic metadata of envoyproxy/ratelimit's
                         RESPONSE_DYNAMIC_METADATA: the request, and the
                         metadata of the rules still within their limit
+  --envoy-flush-interval D
+                        how often the hits over a fixed window's limit,
+                        answered from memory, are written to the store
+                        (default 100ms; 0: none is answered from memory,
+                        every hit goes to the store); other instances on
+                        the store may read them up to D late
   --max-memory BYTES    the memory store's bound in bytes, all policies
                         together (default: the configuration's, else 256 MiB)
   --deny-cache BYTES    with a Redis or file store: the bound in bytes of the
@@ -213,8 +219,8 @@ var serveEnv = map[string]string{
 	"store": "FLOODGATE_STORE", "http": "FLOODGATE_HTTP", "grpc": "FLOODGATE_GRPC", "metrics": "FLOODGATE_METRICS",
 	"config": "FLOODGATE_CONFIG", "envoy-config": "FLOODGATE_ENVOY_CONFIG", "envoy-shadow-mode": "FLOODGATE_ENVOY_SHADOW_MODE",
 	"envoy-response-headers": "FLOODGATE_ENVOY_RESPONSE_HEADERS", "envoy-quota-mode": "FLOODGATE_ENVOY_QUOTA_MODE",
-	"envoy-dynamic-metadata": "FLOODGATE_ENVOY_DYNAMIC_METADATA",
-	"max-memory":             "FLOODGATE_MAX_MEMORY", "deny-cache": "FLOODGATE_DENY_CACHE", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
+	"envoy-dynamic-metadata": "FLOODGATE_ENVOY_DYNAMIC_METADATA", "envoy-flush-interval": "FLOODGATE_ENVOY_FLUSH_INTERVAL",
+	"max-memory": "FLOODGATE_MAX_MEMORY", "deny-cache": "FLOODGATE_DENY_CACHE", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
 	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "pprof": "FLOODGATE_PPROF", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
 	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
 }
@@ -232,6 +238,7 @@ type serveOptions struct {
 	envoyShadow     bool            // --envoy-shadow-mode
 	envoyQuota      bool            // --envoy-quota-mode
 	envoyMetadata   bool            // --envoy-dynamic-metadata
+	envoyFlushEvery time.Duration   // --envoy-flush-interval; 0 for never
 	maxMemory       int64           // --max-memory; 0 for the configuration's
 	denyCache       int64           // --deny-cache; 0 for none
 	snapshot        string          // --snapshot
@@ -296,6 +303,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.BoolVar(&o.envoyShadow, "envoy-shadow-mode", false, "")
 	fs.BoolVar(&o.envoyQuota, "envoy-quota-mode", false, "")
 	fs.BoolVar(&o.envoyMetadata, "envoy-dynamic-metadata", false, "")
+	fs.DurationVar(&o.envoyFlushEvery, "envoy-flush-interval", envoyrls.DefaultFlushInterval, "")
 	fs.TextVar(&o.envoyHeaders, "envoy-response-headers", envoyrls.NoHeaders, "")
 	fs.Int64Var(&o.maxMemory, "max-memory", 0, "")
 	fs.Int64Var(&o.denyCache, "deny-cache", redisstore.DefaultDenyCacheBytes, "")
@@ -357,7 +365,8 @@ func setFromEnv(fs *flag.FlagSet, env map[string]string) (set, fromEnv map[strin
 // validate checks the durations and the log's flags, and parses the log
 // level.
 func (o *serveOptions) validate() error {
-	for name, d := range map[string]time.Duration{"snapshot-interval": o.snapshotEvery, "shutdown-timeout": o.shutdownTimeout, "watch-interval": o.watchEvery} {
+	for name, d := range map[string]time.Duration{"snapshot-interval": o.snapshotEvery, "shutdown-timeout": o.shutdownTimeout, "watch-interval": o.watchEvery,
+		"envoy-flush-interval": o.envoyFlushEvery} {
 		if d < 0 {
 			return fmt.Errorf("--%s %v: a duration cannot be negative", name, d)
 		}
@@ -410,6 +419,10 @@ func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
 	so.WatchInterval = o.watchEvery
 	if o.watchEvery == 0 {
 		so.WatchInterval = -1 // never
+	}
+	so.EnvoyFlushInterval = o.envoyFlushEvery
+	if o.envoyFlushEvery == 0 {
+		so.EnvoyFlushInterval = -1 // every hit to the store
 	}
 	if dir, err := stateDir(); err == nil {
 		so.DefaultSnapshotFile = filepath.Join(dir, "serve.snapshot")

@@ -403,6 +403,7 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"--snapshot-interval", "-1s"}, nil, "--snapshot-interval -1s"},
 		{[]string{"--max-memory", "-1"}, nil, "--max-memory -1"},
 		{[]string{"--deny-cache", "-1"}, nil, "--deny-cache -1"},
+		{[]string{"--envoy-flush-interval", "-1s"}, nil, "--envoy-flush-interval -1s"},
 		{nil, []string{"FLOODGATE_SNAPSHOT_INTERVAL=often"}, "$FLOODGATE_SNAPSHOT_INTERVAL"},
 	} {
 		r := runBinary(t, append(serveEnvClean(), c.env...), append([]string{"serve"}, c.args...)...)
