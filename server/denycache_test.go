@@ -21,7 +21,7 @@ func TestRunDenyCache(t *testing.T) {
 	}{{"default", 0, true}, {"off", -1, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			srv.Flush(t)
-			r := startRun(t, Options{Store: srv.URL(), SnapshotFile: "off", DenyCacheBytes: c.bytes})
+			r := startRun(t, Options{Store: srv.URL(), ConfigFile: patientStore(t), SnapshotFile: "off", DenyCacheBytes: c.bytes})
 			check := func() map[string]any {
 				return do(t, "POST", r.url("/v1/check"), `{"policy_text":"fixed-window 1/24h","key":"k"}`).json
 			}

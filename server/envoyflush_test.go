@@ -22,7 +22,7 @@ func TestRunEnvoyFlushesOnShutdown(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 3}\n")
 	const hit = `{"domain":"edge","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
 	const hits = 20
-	r := startRun(t, Options{Store: srv.URL(), EnvoyConfigDir: dir, SnapshotFile: "off"})
+	r := startRun(t, Options{Store: srv.URL(), ConfigFile: patientStore(t), EnvoyConfigDir: dir, SnapshotFile: "off"})
 	for i := range hits {
 		a := do(t, "POST", r.url("/json"), hit)
 		if over := strings.Contains(a.body, "OVER_LIMIT"); over != (i >= 3) {
@@ -32,7 +32,7 @@ func TestRunEnvoyFlushesOnShutdown(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	r = startRun(t, Options{Store: srv.URL(), EnvoyConfigDir: dir, SnapshotFile: "off"})
+	r = startRun(t, Options{Store: srv.URL(), ConfigFile: patientStore(t), EnvoyConfigDir: dir, SnapshotFile: "off"})
 	const read = `{"domain":"edge","descriptors":[{"entries":[{"key":"k","value":"v"}],"limit":{"requestsPerUnit":1000,"unit":"DAY"},"hitsAddend":0}]}`
 	a := do(t, "POST", r.url("/json"), read)
 	if want := fmt.Sprintf(`"limitRemaining":%d`, 1000-hits); !strings.Contains(a.body, want) {
@@ -49,7 +49,7 @@ func TestRunEnvoyFlushInterval(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "envoy")
 	os.Mkdir(dir, 0o700)
 	writeFile(t, filepath.Join(dir, "edge.yaml"), "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 3}\n")
-	reader := startRun(t, Options{Store: srv.URL(), EnvoyConfigDir: dir, SnapshotFile: "off", EnvoyFlushInterval: -1})
+	reader := startRun(t, Options{Store: srv.URL(), ConfigFile: patientStore(t), EnvoyConfigDir: dir, SnapshotFile: "off", EnvoyFlushInterval: -1})
 	for _, c := range []struct {
 		name  string
 		every time.Duration
@@ -57,7 +57,7 @@ func TestRunEnvoyFlushInterval(t *testing.T) {
 	}{{"default", 0, 4}, {"none", -1, 20}} {
 		t.Run(c.name, func(t *testing.T) {
 			hit := fmt.Sprintf(`{"domain":"edge","descriptors":[{"entries":[{"key":"k","value":%q}]}]}`, c.name)
-			r := startRun(t, Options{Store: srv.URL(), EnvoyConfigDir: dir, SnapshotFile: "off", EnvoyFlushInterval: c.every})
+			r := startRun(t, Options{Store: srv.URL(), ConfigFile: patientStore(t), EnvoyConfigDir: dir, SnapshotFile: "off", EnvoyFlushInterval: c.every})
 			for range 20 {
 				do(t, "POST", r.url("/json"), hit)
 			}

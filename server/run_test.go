@@ -142,6 +142,15 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// patientStore returns a configuration file that gives the store a
+// timeout of 10s, not the default 100ms, which a loaded machine can miss:
+// for tests of exact decisions on a real Redis, not of latency.
+func patientStore(t *testing.T) string {
+	cfg := filepath.Join(t.TempDir(), "patient.yaml")
+	writeFile(t, cfg, "store: {timeout: 10s}\n")
+	return cfg
+}
+
 func writeFile(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
