@@ -134,6 +134,7 @@ func allowEachAt(ctx context.Context, at time.Time, checks []floodgate.Check, f 
 // (this descriptor's included) are counterLimit less what it has left,
 // and the descriptor is over when they are more than requests_per_unit,
 // as upstream's; a counter that refused the hits is past every limit.
+// An admission that knows no count (FailOpen) is not over.
 func (d *desc) decided(dec floodgate.Decision, err error) error {
 	d.d = dec
 	if err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
@@ -142,6 +143,13 @@ func (d *desc) decided(dec floodgate.Decision, err error) error {
 	}
 	if !d.r.upstream {
 		d.over, d.remaining = !dec.Allowed || dec.DryRun, dec.Remaining
+		return nil
+	}
+	if dec.Allowed && dec.Remaining == 0 && dec.ResetAfter == 0 {
+		// Admitted with no count known: failsafe's FailOpen while the
+		// store is down (a counter that counted has the rest of its
+		// window to reset). Through, as a bucket's would be.
+		d.over, d.remaining = false, 0
 		return nil
 	}
 	count := counterLimit - dec.Remaining

@@ -228,7 +228,11 @@
 // request's descriptors at that instant, each as if alone, in one call
 // of the store's ApplyEach (on Redis, one script call for the whole
 // request); a request of one descriptor is its limiter's AllowAt, which
-// on Redis joins the calls of concurrent requests. Stats counts a
+// on Redis joins the calls of concurrent requests. While a store behind
+// a failsafe.Store is down, its mode decides every rule alike: FailOpen
+// answers OK (nothing remaining known), a fixed window's descriptor
+// too; FailClosed fails the request with Unavailable; FailLocal counts
+// on this process's memory store. Stats counts a
 // request as shadowed when a descriptor was over its limit in shadow
 // mode.
 //
