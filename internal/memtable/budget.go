@@ -133,10 +133,10 @@ func allocPtrBytes(n int64) int64 {
 // keyBytes is what a sliding-log key of n bytes costs: its bytes.
 func keyBytes(n int) int64 { return allocBytes(int64(n)) }
 
-// slotsBytes is what a shard's slot array of size slots costs: its tags
-// and its slots, two allocations without pointers.
+// slotsBytes is what a shard's slot array of size slots costs: one
+// allocation without pointers.
 func slotsBytes(size int) int64 {
-	return allocBytes(int64(size)) + allocBytes(int64(size)*int64(unsafe.Sizeof(slot{})))
+	return allocBytes(int64(size) * int64(unsafe.Sizeof(slot{})))
 }
 
 // logBytes is what a sliding-log key holds: its map entry, its key's
@@ -232,8 +232,8 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 	for _, s := range sh.logs {
 		t.p.Forget(all, s, last)
 	}
-	for i, tag := range sh.tags {
-		if s := sh.slots[i].c.State(alg); tag != 0 {
+	for i := range sh.slots {
+		if s := sh.slots[i].c.State(alg); !sh.slots[i].empty() {
 			t.p.Forget(all, &s, last)
 		}
 	}
@@ -242,13 +242,13 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.p.Forget(all, &s, last)
 	}
 	t.b.add(-sh.bytes())
-	sh.tags, sh.slots, sh.shadow, sh.logs, sh.n = nil, nil, nil, nil, 0
+	sh.slots, sh.shadow, sh.logs, sh.n = nil, nil, nil, 0
 	sh.arena, sh.dead = nil, 0
 }
 
 // bytes is what sh holds, as its Table's Budget counts it.
 func (sh *shard) bytes() int64 {
-	n := slotsBytes(len(sh.tags))
+	n := slotsBytes(len(sh.slots))
 	if sh.shadow != nil {
 		n += shadowExtra(len(sh.shadow))
 	}
@@ -280,8 +280,8 @@ func (t *Table) drained(sh *shard, now int64) bool {
 		}
 	}
 	alg := t.p.Algorithm()
-	for i, tag := range sh.tags {
-		if s := sh.slots[i].c.State(alg); tag != 0 && t.p.ResetAt(&s) > now {
+	for i := range sh.slots {
+		if s := sh.slots[i].c.State(alg); !sh.slots[i].empty() && t.p.ResetAt(&s) > now {
 			return false
 		}
 	}

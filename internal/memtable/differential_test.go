@@ -12,8 +12,8 @@ import (
 
 // TestDifferentialPressure holds tables to a plain map of States under
 // random traces that evict: keys of every length around inlineMax (held
-// in their slot or in the shard's arena), many keys sharing tags and
-// probe runs in small shards, peeks that drop drained keys, time jumps
+// in their slot or in the shard's arena), many keys sharing probe runs
+// in small shards, peeks that drop drained keys, time jumps
 // that drain most keys, and a Budget and a key bound far below what the
 // keys would take. Before each event it checks that a key the table holds
 // has exactly the map's state, and that a key it does not hold (drained

@@ -29,8 +29,8 @@ func (t *Table) AppendEntries(dst []Entry, i int, now int64) []Entry {
 		return dst
 	}
 	alg := t.p.Algorithm()
-	for j, tag := range sh.tags {
-		if tag == 0 {
+	for j := range sh.slots {
+		if sh.slots[j].empty() {
 			continue
 		}
 		s := sh.slots[j].c.State(alg)

@@ -9,9 +9,13 @@ import (
 
 // A slot holds one key of a shard: its state, and its key in 16 bytes,
 // which hold no pointer, so that the garbage collector never scans a
-// shard's slots. A key of at most inlineMax bytes is in them, its length
-// in the last byte; a longer key is in the shard's arena, and the 16 bytes
-// hold its offset and length there, and longKey in the last byte.
+// shard's slots. The last of them says what they hold: 0 nothing (an empty
+// slot, so that a zeroed array is empty), 1+n a key of n <= inlineMax bytes,
+// held in the first n, and longKey a longer key, held in the shard's arena:
+// the first 8 bytes hold its offset there, the next 4 its length and the
+// next 3 bits of its hash. A lookup compares the 16 bytes of each slot it
+// probes as two words, and reads the arena only for a likely match, so that
+// it reads one slot, its state beside its key, and no other array.
 type slot struct {
 	c   algo.Cell
 	key [16]byte
@@ -22,10 +26,31 @@ const inlineMax = 15
 
 const longKey = 0xff
 
+// empty reports whether s holds no key.
+func (s *slot) empty() bool { return s.key[15] == 0 }
+
+// words returns s's 16 key bytes as two words.
+func (s *slot) words() (uint64, uint64) {
+	return binary.LittleEndian.Uint64(s.key[:8]), binary.LittleEndian.Uint64(s.key[8:])
+}
+
+// keyWords returns the words of a slot holding key, whose hash is h: all
+// 16 bytes of a key held inline, and the second word only of a long key
+// (the first is its offset in the arena, 0 here).
+func keyWords(h uint64, key string) (uint64, uint64) {
+	if len(key) > inlineMax {
+		return 0, uint64(uint32(len(key))) | (h&0xffffff)<<32 | longKey<<56
+	}
+	var b [16]byte
+	copy(b[:], key)
+	b[15] = byte(len(key)) + 1
+	return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])
+}
+
 // keyOf returns the bytes of s's key, in s or in sh's arena.
 func (sh *shard) keyOf(s *slot) []byte {
 	if n := s.key[15]; n != longKey {
-		return s.key[:n]
+		return s.key[: n-1 : n-1]
 	}
 	off := binary.LittleEndian.Uint64(s.key[:8])
 	n := uint64(binary.LittleEndian.Uint32(s.key[8:12]))
@@ -37,30 +62,19 @@ func (t *Table) hashOf(sh *shard, i int) uint64 {
 	return maphash.Bytes(t.seed, sh.keyOf(&sh.slots[i]))
 }
 
-// is reports whether s holds key.
-func (sh *shard) is(s *slot, key string) bool {
-	if n := s.key[15]; n != longKey {
-		return int(n) == len(key) && string(s.key[:n]) == key
+// setKey puts key, whose hash is h, in s, and a long key's bytes at the
+// end of sh's arena, which has room for them (see arenaGrowth).
+func (sh *shard) setKey(s *slot, h uint64, key string) {
+	w0, w1 := keyWords(h, key)
+	if len(key) > inlineMax {
+		if len(sh.arena)+len(key) > cap(sh.arena) {
+			sh.rebuildArena(sh.arenaCap(len(key)))
+		}
+		w0 = uint64(len(sh.arena))
+		sh.arena = append(sh.arena, key...)
 	}
-	return string(sh.keyOf(s)) == key
-}
-
-// setKey puts key in s, and a long key's bytes at the end of sh's arena,
-// which has room for them (see arenaGrowth).
-func (sh *shard) setKey(s *slot, key string) {
-	if len(key) <= inlineMax {
-		s.key = [16]byte{}
-		copy(s.key[:], key)
-		s.key[15] = byte(len(key))
-		return
-	}
-	if len(sh.arena)+len(key) > cap(sh.arena) {
-		sh.rebuildArena(sh.arenaCap(len(key)))
-	}
-	binary.LittleEndian.PutUint64(s.key[:8], uint64(len(sh.arena)))
-	binary.LittleEndian.PutUint32(s.key[8:12], uint32(len(key)))
-	s.key[15] = longKey
-	sh.arena = append(sh.arena, key...)
+	binary.LittleEndian.PutUint64(s.key[:8], w0)
+	binary.LittleEndian.PutUint64(s.key[8:], w1)
 }
 
 // arenaGrowth returns the bytes by which storing a key of n bytes grows
@@ -85,9 +99,9 @@ func (sh *shard) arenaCap(n int) int {
 func (sh *shard) rebuildArena(c int) {
 	old := sh.arena
 	sh.arena = make([]byte, 0, c)
-	for i, tag := range sh.tags {
+	for i := range sh.slots {
 		s := &sh.slots[i]
-		if tag == 0 || s.key[15] != longKey {
+		if s.key[15] != longKey {
 			continue
 		}
 		off := binary.LittleEndian.Uint64(s.key[:8])

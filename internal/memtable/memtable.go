@@ -5,8 +5,9 @@
 // A token-bucket, leaky-bucket, fixed-window or sliding-window key takes one
 // 32-byte slot without pointers (an algo.Cell, and its key: in the slot up
 // to 15 bytes, else in an arena of the shard's long keys) in an
-// open-addressing table with linear probing, plus one tag byte; deciding on
-// an existing key hashes the key once, probes, and allocates nothing. A
+// open-addressing table with linear probing; deciding on an existing key
+// hashes the key once, probes, comparing 16 bytes a slot, and allocates
+// nothing. A
 // sliding-log key keeps its log, in a Go map, and so does a key of a policy
 // whose counts do not fit in a Cell (algo.Policy.Compact: a LIMIT above
 // 2^32-1), its State.
@@ -313,7 +314,6 @@ func (t *Table) Last() int64 {
 // linear probing and backward-shift deletion (no tombstones).
 type shard struct {
 	mu        sync.Mutex
-	tags      []uint8 // 0: empty; else 0x80 | 7 bits of the key's hash
 	slots     []slot
 	n         int // keys in slots
 	max       int // most keys this shard may hold
@@ -351,24 +351,24 @@ func next(i, size int) int {
 // share, so that home spreads them over the whole shard.
 func (sh *shard) local(h uint64) uint64 { return h << sh.bits }
 
-func tagOf(h uint64) uint8 { return 0x80 | uint8(h>>32) }
-
 // find returns the slot index holding key, or the empty slot where it would
 // go, and whether it was found.
 func (sh *shard) find(h uint64, key string) (int, bool) {
-	if len(sh.tags) == 0 {
+	size := len(sh.slots)
+	if size == 0 {
 		return -1, false
 	}
-	size := len(sh.tags)
-	tag := tagOf(h)
+	w0, w1 := keyWords(h, key)
+	long := len(key) > inlineMax
 	for i := home(sh.local(h), size); ; i = next(i, size) {
-		switch sh.tags[i] {
-		case 0:
+		k0, k1 := sh.slots[i].words()
+		switch {
+		case k1 == w1 && !long && k0 == w0:
+			return i, true
+		case k1 == w1 && long && string(sh.keyOf(&sh.slots[i])) == key:
+			return i, true
+		case k1>>56 == 0:
 			return i, false
-		case tag:
-			if sh.is(&sh.slots[i], key) {
-				return i, true
-			}
 		}
 	}
 }
@@ -382,19 +382,18 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 		t.evict(sh, now)
 	}
 	// Past 7/8 full, drop drained keys; if that frees less than 1/16 of the
-	// slots, grow by a quarter. Tables stay 70% to 87% full, and probing
-	// stays cheap because it reads one tag byte per slot.
-	full := (sh.n+1)*8 > len(sh.tags)*7
+	// slots, grow by a quarter. Tables stay 70% to 87% full.
+	full := (sh.n+1)*8 > len(sh.slots)*7
 	if full {
 		t.sweep(sh, now)
 	}
 	for {
-		size := len(sh.tags)
+		size := len(sh.slots)
 		if full && (sh.n+1)*16 > size*13 {
 			size = max(size*5/4, minSlots)
 		}
-		if t.b.Take(sh.arenaGrowth(len(key)) + slotsBytes(size) - slotsBytes(len(sh.tags))) {
-			if size != len(sh.tags) {
+		if t.b.Take(sh.arenaGrowth(len(key)) + slotsBytes(size) - slotsBytes(len(sh.slots))) {
+			if size != len(sh.slots) {
 				t.resize(sh, size)
 			}
 			break
@@ -408,9 +407,8 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 		t.shrink(sh)
 	}
 	i, _ := sh.find(h, key)
-	sh.tags[i] = tagOf(h)
 	sh.slots[i].c = c
-	sh.setKey(&sh.slots[i], key) // a copy of key's bytes, not a buffer it is part of
+	sh.setKey(&sh.slots[i], h, key) // a copy of key's bytes, not a buffer it is part of
 	sh.n++
 }
 
@@ -418,8 +416,8 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 // than a quarter full.
 func (t *Table) sweep(sh *shard, now int64) {
 	alg := t.p.Algorithm()
-	for i := 0; i < len(sh.tags); {
-		if sh.tags[i] != 0 {
+	for i := 0; i < len(sh.slots); {
+		if !sh.slots[i].empty() {
 			s := sh.slots[i].c.State(alg)
 			if t.p.ResetAt(&s) <= now {
 				sh.remove(i, t)
@@ -435,12 +433,12 @@ func (t *Table) sweep(sh *shard, now int64) {
 // shrink resizes a shard left less than a quarter full to half full, and
 // returns the bytes it freed.
 func (t *Table) shrink(sh *shard) int64 {
-	old := len(sh.tags)
+	old := len(sh.slots)
 	if old <= minSlots || sh.n*4 >= old {
 		return 0
 	}
 	t.resize(sh, max(sh.n*2, minSlots))
-	freed := slotsBytes(old) - slotsBytes(len(sh.tags))
+	freed := slotsBytes(old) - slotsBytes(len(sh.slots))
 	t.b.add(-freed)
 	return freed
 }
@@ -476,12 +474,12 @@ func (t *Table) Shed(need int64) int64 {
 func (t *Table) shedSlots(sh *shard, need int64) int64 {
 	var freed int64
 	fit := func() int { return max(sh.n*8/7+1, minSlots) }
-	for sh.n > 0 && freed+slotsBytes(len(sh.tags))-slotsBytes(fit()) < need {
+	for sh.n > 0 && freed+slotsBytes(len(sh.slots))-slotsBytes(fit()) < need {
 		freed += t.evict(sh, sh.last)
 	}
-	if old := len(sh.tags); old > fit() {
+	if old := len(sh.slots); old > fit() {
 		t.resize(sh, fit())
-		d := slotsBytes(old) - slotsBytes(len(sh.tags))
+		d := slotsBytes(old) - slotsBytes(len(sh.slots))
 		t.b.add(-d)
 		freed += d
 	}
@@ -494,12 +492,12 @@ func (t *Table) shedSlots(sh *shard, need int64) int64 {
 func (t *Table) evict(sh *shard, now int64) int64 {
 	const sample = 8
 	alg := t.p.Algorithm()
-	size := len(sh.tags)
+	size := len(sh.slots)
 	sh.rnd = sh.rnd*6364136223846793005 + 1442695040888963407
 	best, bestAt := -1, int64(0)
 	seen := 0
 	for j, i := 0, home(sh.rnd, size); j < size && seen < sample; j, i = j+1, next(i, size) {
-		if sh.tags[i] == 0 {
+		if sh.slots[i].empty() {
 			continue
 		}
 		seen++
@@ -523,17 +521,16 @@ func (t *Table) evict(sh *shard, now int64) int64 {
 // remove empties slot i and shifts later keys of its probe run back, and
 // returns the bytes that freed: a long key's, when its arena is compacted.
 func (sh *shard) remove(i int, t *Table) int64 {
-	size := len(sh.tags)
+	size := len(sh.slots)
 	freed := sh.dropKey(&sh.slots[i])
 	t.b.add(-freed)
-	sh.tags[i], sh.slots[i] = 0, slot{}
+	sh.slots[i] = slot{}
 	sh.n--
-	for j := next(i, size); sh.tags[j] != 0; j = next(j, size) {
+	for j := next(i, size); !sh.slots[j].empty(); j = next(j, size) {
 		home := home(sh.local(t.hashOf(sh, j)), size)
 		// Move j to the hole i if its home is not in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-			sh.tags[i], sh.slots[i] = sh.tags[j], sh.slots[j]
-			sh.tags[j], sh.slots[j] = 0, slot{}
+			sh.slots[i], sh.slots[j] = sh.slots[j], slot{}
 			i = j
 		}
 	}
@@ -541,17 +538,17 @@ func (sh *shard) remove(i int, t *Table) int64 {
 }
 
 func (t *Table) resize(sh *shard, size int) {
-	tags, slots := sh.tags, sh.slots
-	sh.tags, sh.slots = make([]uint8, size), make([]slot, size) // the caller counts them
-	for i, tag := range tags {
-		if tag == 0 {
+	slots := sh.slots
+	sh.slots = make([]slot, size) // the caller counts it
+	for i := range slots {
+		if slots[i].empty() {
 			continue
 		}
 		j := home(sh.local(maphash.Bytes(t.seed, sh.keyOf(&slots[i]))), size)
-		for sh.tags[j] != 0 {
+		for !sh.slots[j].empty() {
 			j = next(j, size)
 		}
-		sh.tags[j], sh.slots[j] = tag, slots[i]
+		sh.slots[j] = slots[i]
 	}
 }
 

@@ -116,7 +116,7 @@ func TestBound(t *testing.T) {
 			t.Fatalf("%s: stats %+v after %d keys, bound %d", ps, st, keys, max)
 		}
 		for i := range tb.shards {
-			if n := len(tb.shards[i].tags); n > 2*1024*8/7+minSlots {
+			if n := len(tb.shards[i].slots); n > 2*1024*8/7+minSlots {
 				t.Fatalf("%s: shard %d has %d slots for at most 1024 keys", ps, i, n)
 			}
 		}
@@ -133,7 +133,7 @@ func TestDrainedHoldNoMemory(t *testing.T) {
 	}
 	slots := func() (n int) {
 		for i := range tb.shards {
-			n += len(tb.shards[i].tags)
+			n += len(tb.shards[i].slots)
 		}
 		return n
 	}
@@ -248,5 +248,48 @@ func TestAppendEntries(t *testing.T) {
 				t.Errorf("deciding on a copy changed the table: %x, then %x", before, after)
 			}
 		})
+	}
+}
+
+// TestLongKeysSharingHashBits decides on long keys of one length whose
+// hashes share the bits their slots keep and their home slot, so that
+// each lookup meets the other key's slot with the same words and must tell
+// them apart by the bytes in the arena, then removes one (a peek of a
+// drained key) and looks the other up across the hole.
+func TestLongKeysSharingHashBits(t *testing.T) {
+	p := algo.MustParsePolicy("token-bucket 2/1h")
+	tb := New(p, 1<<20, 1, NewBudget(math.MaxInt64))
+	seen := map[uint64]string{}
+	var a, b string
+	for i := 0; b == ""; i++ {
+		k := fmt.Sprintf("a long key, number %08d", i)
+		h := tb.Hash(k)
+		id := h&0xffffff | uint64(home(tb.shards[0].local(h), minSlots))<<24
+		if seen[id] != "" {
+			a, b = seen[id], k
+		}
+		seen[id] = k
+	}
+	_, wa := keyWords(tb.Hash(a), a)
+	if _, wb := keyWords(tb.Hash(b), b); wa != wb {
+		t.Fatalf("the keys' words differ: %#x, %#x", wa, wb)
+	}
+	for i, c := range []struct {
+		key     string
+		now     int64
+		allowed bool
+	}{
+		{a, 0, true}, {a, 0, true}, {a, 0, false}, {b, 0, true}, {b, 0, true}, {b, 0, false},
+		{a, int64(time.Hour), true}, {b, int64(time.Hour), true},
+	} {
+		if d, err := tb.Decide(c.key, c.now, 1); err != nil || d.Allowed != c.allowed {
+			t.Fatalf("event %d, %q at %d: %+v, %v; want allowed %v", i, c.key, c.now, d, err, c.allowed)
+		}
+	}
+	if d, _ := tb.Decide(a, 2*int64(time.Hour), 0); d.Remaining != 2 || tb.Stats().Keys != 1 {
+		t.Fatalf("a peek of drained %q: %+v, %+v; want 2 remaining, the key dropped", a, d, tb.Stats())
+	}
+	if s, ok := tb.Load(tb.Hash(b), b, int64(time.Hour)); !ok || p.ResetAt(&s) <= int64(time.Hour) {
+		t.Fatalf("%q after %q was dropped: %+v, held %v", b, a, s, ok)
 	}
 }
