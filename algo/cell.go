@@ -24,6 +24,14 @@ func (s *State) Cell() (Cell, bool) {
 	return Cell{t: s.t, x: uint32(s.x), y: uint32(s.y)}, true
 }
 
+// MakeCell returns the Cell whose integers are t, x and y, as Parts
+// returned them, for a store that keeps them apart. Only sliding-window
+// reads y (its previous window): a store may drop it for the others.
+func MakeCell(t int64, x, y uint32) Cell { return Cell{t: t, x: x, y: y} }
+
+// Parts returns the integers of c (see MakeCell).
+func (c Cell) Parts() (t int64, x, y uint32) { return c.t, c.x, c.y }
+
 // State returns c as a State of algorithm a.
 func (c Cell) State(a Algorithm) State {
 	return State{alg: a, t: c.t, x: int64(c.x), y: int64(c.y)}
