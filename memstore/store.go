@@ -126,13 +126,13 @@ func (m *Store) revive(t *table) {
 	// A table gets its shards while they leave a sixteenth of the memory
 	// free, one shard otherwise; sweeps make room for an eighth.
 	n, slack := shards, m.budget.Max()/16
-	if !m.budget.Fits(memtable.Cost(m.maxKeys, n)+slack) && (len(m.tables) >= m.sweepAt || m.made >= m.budget.Held()/2) {
-		m.freeDrained(memtable.Cost(m.maxKeys, n) + 2*slack)
+	if !m.budget.Fits(memtable.Cost(t.key.p, m.maxKeys, n)+slack) && (len(m.tables) >= m.sweepAt || m.made >= m.budget.Held()/2) {
+		m.freeDrained(memtable.Cost(t.key.p, m.maxKeys, n) + 2*slack)
 	}
-	if !m.budget.Fits(memtable.Cost(m.maxKeys, n) + slack) {
+	if !m.budget.Fits(memtable.Cost(t.key.p, m.maxKeys, n) + slack) {
 		n = 1
 	}
-	need := memtable.Cost(m.maxKeys, n) + entryBytes(t.key)
+	need := memtable.Cost(t.key.p, m.maxKeys, n) + entryBytes(t.key)
 	if !m.makeRoom(need) {
 		m.freeDrained(need + 2*slack) // tables of no keys: fold them
 	}

@@ -133,10 +133,14 @@ func allocPtrBytes(n int64) int64 {
 // keyBytes is what a sliding-log key of n bytes costs: its bytes.
 func keyBytes(n int) int64 { return allocBytes(int64(n)) }
 
-// slotsBytes is what a shard's slot array of size slots costs: one
-// allocation without pointers.
-func slotsBytes(size int) int64 {
-	return allocBytes(int64(size) * int64(unsafe.Sizeof(slot{})))
+// slotsBytes is what a shard's slot array of size slots costs, with its
+// ys for sliding-window (sw): allocations without pointers.
+func slotsBytes(size int, sw bool) int64 {
+	n := allocBytes(int64(size) * int64(unsafe.Sizeof(slot{})))
+	if sw {
+		n += allocBytes(int64(size) * 4)
+	}
+	return n
 }
 
 // logBytes is what a sliding-log key holds: its map entry, its key's
@@ -233,7 +237,7 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.p.Forget(all, s, last)
 	}
 	for i := range sh.slots {
-		if s := sh.slots[i].c.State(alg); !sh.slots[i].empty() {
+		if s := sh.cell(i).State(alg); !sh.slots[i].empty() {
 			t.p.Forget(all, &s, last)
 		}
 	}
@@ -242,13 +246,13 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.p.Forget(all, &s, last)
 	}
 	t.b.add(-sh.bytes())
-	sh.slots, sh.shadow, sh.logs, sh.n = nil, nil, nil, 0
+	sh.slots, sh.ys, sh.shadow, sh.logs, sh.n = nil, nil, nil, nil, 0
 	sh.arena, sh.dead = nil, 0
 }
 
 // bytes is what sh holds, as its Table's Budget counts it.
 func (sh *shard) bytes() int64 {
-	n := slotsBytes(len(sh.slots))
+	n := slotsBytes(len(sh.slots), sh.ys != nil)
 	if sh.shadow != nil {
 		n += shadowExtra(len(sh.shadow))
 	}
@@ -281,7 +285,7 @@ func (t *Table) drained(sh *shard, now int64) bool {
 	}
 	alg := t.p.Algorithm()
 	for i := range sh.slots {
-		if s := sh.slots[i].c.State(alg); !sh.slots[i].empty() && t.p.ResetAt(&s) > now {
+		if s := sh.cell(i).State(alg); !sh.slots[i].empty() && t.p.ResetAt(&s) > now {
 			return false
 		}
 	}

@@ -12,10 +12,11 @@ import (
 
 // TestDifferentialPressure holds tables to a plain map of States under
 // random traces that evict: keys of every length around inlineMax (held
-// in their slot or in the shard's arena), many keys sharing probe runs
-// in small shards, peeks that drop drained keys, time jumps
-// that drain most keys, and a Budget and a key bound far below what the
-// keys would take. Before each event it checks that a key the table holds
+// in their slot or in the shard's arena) and around 128 bytes (whose
+// length takes two bytes there), many keys sharing probe runs in small
+// shards, peeks that drop drained keys, time jumps that drain most keys,
+// and a Budget and a key bound far below what the keys would take. Before
+// each event it checks that a key the table holds
 // has exactly the map's state, and that a key it does not hold (drained
 // or evicted) starts from a state at least as strict as the map's (no
 // more remaining); then it decides on the same state in both, which must
@@ -42,6 +43,7 @@ func TestDifferentialPressure(t *testing.T) {
 			ref := map[string]algo.State{}
 			rng := rand.New(rand.NewPCG(7, uint64(len(c.policy))))
 			pad := strings.Repeat("k", 40)
+			long := strings.Repeat("l", 100)
 			now := int64(time.Hour)
 			held, recalled := 0, 0
 			for i := range 60_000 {
@@ -54,6 +56,9 @@ func TestDifferentialPressure(t *testing.T) {
 				id := rng.IntN(700)
 				key := fmt.Sprint(id)
 				key = pad[:id%41] + key // lengths from 1 to 44, around inlineMax
+				if id%5 == 0 {
+					key = long + key // lengths around 128, whose length takes 2 bytes in the arena
+				}
 				n := rng.Int64N(4)
 				h := tb.Hash(key)
 				tb.Lock(tb.Shard(h))

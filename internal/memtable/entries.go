@@ -33,7 +33,7 @@ func (t *Table) AppendEntries(dst []Entry, i int, now int64) []Entry {
 		if sh.slots[j].empty() {
 			continue
 		}
-		s := sh.slots[j].c.State(alg)
+		s := sh.cell(j).State(alg)
 		if t.p.ResetAt(&s) > now {
 			dst = append(dst, Entry{Key: string(sh.keyOf(&sh.slots[j])), State: s})
 		}

@@ -3,14 +3,14 @@
 // mutex, with bounded memory.
 //
 // A token-bucket, leaky-bucket, fixed-window or sliding-window key takes one
-// 32-byte slot without pointers (an algo.Cell, and its key: in the slot up
-// to 15 bytes, else in an arena of the shard's long keys) in an
-// open-addressing table with linear probing; deciding on an existing key
-// hashes the key once, probes, comparing 16 bytes a slot, and allocates
-// nothing. A
-// sliding-log key keeps its log, in a Go map, and so does a key of a policy
-// whose counts do not fit in a Cell (algo.Policy.Compact: a LIMIT above
-// 2^32-1), its State.
+// 24-byte slot without pointers (its algo.Cell's t and x, and its key: in
+// the slot up to 11 bytes, else in an arena of the shard's long keys; a
+// sliding-window key 4 bytes more, the Cell's y) in an open-addressing
+// table with linear probing; deciding on an existing key hashes the key
+// once, probes, comparing 12 bytes a slot, and allocates nothing. A
+// sliding-log key keeps its log, in a Go map, and so does a key of a
+// policy whose counts do not fit in a Cell (algo.Policy.Compact: a LIMIT
+// above 2^32-1), its State.
 //
 // Memory stays bounded three ways. A key whose state has drained (algo's
 // ResetAt has passed) decides exactly like a missing key, so a shard drops
@@ -56,6 +56,7 @@ type Table struct {
 	b       *Budget
 	p       algo.Policy
 	log     bool // not algo's Compact (sliding-log, counts past 32 bits): states in shard.logs
+	sw      bool // sliding-window: shards keep ys
 	seed    maphash.Seed
 	shift   uint // shard index = hash >> shift
 	shards  []shard
@@ -89,7 +90,7 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 	for n*2 <= shards && n*2*minShardKeys <= maxKeys {
 		n *= 2
 	}
-	t := &Table{b: b, p: p, log: !p.Compact(), seed: maphash.MakeSeed(),
+	t := &Table{b: b, p: p, log: !p.Compact(), sw: p.Algorithm() == algo.SlidingWindow, seed: maphash.MakeSeed(),
 		shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -110,12 +111,12 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 // Cost returns the bytes New(p, maxKeys, shards, b) counts in b, and the
 // room that its first key's shard takes besides the key's bytes, so that a
 // caller can make room first.
-func Cost(maxKeys, shards int) int64 {
+func Cost(p algo.Policy, maxKeys, shards int) int64 {
 	n := 1
 	for n*2 <= shards && n*2*minShardKeys <= max(maxKeys, 1) {
 		n *= 2
 	}
-	return fixedBytes(n) + slotsBytes(minSlots)
+	return fixedBytes(n) + slotsBytes(minSlots, p.Algorithm() == algo.SlidingWindow)
 }
 
 // Policy returns the table's policy.
@@ -155,7 +156,9 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	}
 	i, found := sh.find(h, key)
 	if found {
-		d, err := t.p.DecideCell(&sh.slots[i].c, now, n)
+		c := sh.cell(i)
+		d, err := t.p.DecideCell(&c, now, n)
+		sh.setCell(i, c)
 		if d.ResetAfter == 0 && n == 0 && err == nil {
 			sh.remove(i, t) // a peek found it drained
 			sh.drained++
@@ -206,7 +209,7 @@ func (t *Table) Load(h uint64, key string, now int64) (algo.State, bool) {
 			return *s, true
 		}
 	} else if i, ok := sh.find(h, key); ok {
-		return sh.slots[i].c.State(t.p.Algorithm()), true
+		return sh.cell(i).State(t.p.Algorithm()), true
 	}
 	return t.recall(sh, h, now), false
 }
@@ -277,7 +280,8 @@ func (t *Table) Store(h uint64, key string, s algo.State, now int64) {
 	case found && drained:
 		sh.remove(i, t)
 	case found:
-		sh.slots[i].c, _ = s.Cell()
+		c, _ := s.Cell()
+		sh.setCell(i, c)
 	case !drained:
 		c, _ := s.Cell()
 		t.insert(sh, h, key, c, now)
@@ -315,8 +319,9 @@ func (t *Table) Last() int64 {
 type shard struct {
 	mu        sync.Mutex
 	slots     []slot
-	n         int // keys in slots
-	max       int // most keys this shard may hold
+	ys        []uint32 // sliding-window: each slot's y (see slot); nil otherwise
+	n         int      // keys in slots
+	max       int      // most keys this shard may hold
 	logs      map[string]*algo.State
 	shadow    []algo.Shadow // states of evicted keys, by hash; nil until one is
 	logSweep  int           // sweep logs when they reach this many keys
@@ -367,7 +372,7 @@ func (sh *shard) find(h uint64, key string) (int, bool) {
 			return i, true
 		case k1 == w1 && long && string(sh.keyOf(&sh.slots[i])) == key:
 			return i, true
-		case k1>>56 == 0:
+		case k1>>24 == 0:
 			return i, false
 		}
 	}
@@ -392,7 +397,7 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 		if full && (sh.n+1)*16 > size*13 {
 			size = max(size*5/4, minSlots)
 		}
-		if t.b.Take(sh.arenaGrowth(len(key)) + slotsBytes(size) - slotsBytes(len(sh.slots))) {
+		if t.b.Take(sh.arenaGrowth(len(key)) + slotsBytes(size, t.sw) - slotsBytes(len(sh.slots), t.sw)) {
 			if size != len(sh.slots) {
 				t.resize(sh, size)
 			}
@@ -407,7 +412,7 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 		t.shrink(sh)
 	}
 	i, _ := sh.find(h, key)
-	sh.slots[i].c = c
+	sh.setCell(i, c)
 	sh.setKey(&sh.slots[i], h, key) // a copy of key's bytes, not a buffer it is part of
 	sh.n++
 }
@@ -418,7 +423,7 @@ func (t *Table) sweep(sh *shard, now int64) {
 	alg := t.p.Algorithm()
 	for i := 0; i < len(sh.slots); {
 		if !sh.slots[i].empty() {
-			s := sh.slots[i].c.State(alg)
+			s := sh.cell(i).State(alg)
 			if t.p.ResetAt(&s) <= now {
 				sh.remove(i, t)
 				sh.drained++
@@ -438,7 +443,7 @@ func (t *Table) shrink(sh *shard) int64 {
 		return 0
 	}
 	t.resize(sh, max(sh.n*2, minSlots))
-	freed := slotsBytes(old) - slotsBytes(len(sh.slots))
+	freed := slotsBytes(old, t.sw) - slotsBytes(len(sh.slots), t.sw)
 	t.b.add(-freed)
 	return freed
 }
@@ -474,12 +479,12 @@ func (t *Table) Shed(need int64) int64 {
 func (t *Table) shedSlots(sh *shard, need int64) int64 {
 	var freed int64
 	fit := func() int { return max(sh.n*8/7+1, minSlots) }
-	for sh.n > 0 && freed+slotsBytes(len(sh.slots))-slotsBytes(fit()) < need {
+	for sh.n > 0 && freed+slotsBytes(len(sh.slots), t.sw)-slotsBytes(fit(), t.sw) < need {
 		freed += t.evict(sh, sh.last)
 	}
 	if old := len(sh.slots); old > fit() {
 		t.resize(sh, fit())
-		d := slotsBytes(old) - slotsBytes(len(sh.slots))
+		d := slotsBytes(old, t.sw) - slotsBytes(len(sh.slots), t.sw)
 		t.b.add(-d)
 		freed += d
 	}
@@ -501,7 +506,7 @@ func (t *Table) evict(sh *shard, now int64) int64 {
 			continue
 		}
 		seen++
-		s := sh.slots[i].c.State(alg)
+		s := sh.cell(i).State(alg)
 		if at := t.p.ResetAt(&s); best < 0 || at < bestAt {
 			best, bestAt = i, at
 		}
@@ -512,7 +517,7 @@ func (t *Table) evict(sh *shard, now int64) int64 {
 	if bestAt <= now {
 		sh.drained++
 	} else {
-		s := sh.slots[best].c.State(alg)
+		s := sh.cell(best).State(alg)
 		t.forget(sh, t.hashOf(sh, best), &s, now)
 	}
 	return sh.remove(best, t)
@@ -524,13 +529,13 @@ func (sh *shard) remove(i int, t *Table) int64 {
 	size := len(sh.slots)
 	freed := sh.dropKey(&sh.slots[i])
 	t.b.add(-freed)
-	sh.slots[i] = slot{}
+	sh.clear(i)
 	sh.n--
 	for j := next(i, size); !sh.slots[j].empty(); j = next(j, size) {
 		home := home(sh.local(t.hashOf(sh, j)), size)
 		// Move j to the hole i if its home is not in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-			sh.slots[i], sh.slots[j] = sh.slots[j], slot{}
+			sh.move(i, j)
 			i = j
 		}
 	}
@@ -538,8 +543,11 @@ func (sh *shard) remove(i int, t *Table) int64 {
 }
 
 func (t *Table) resize(sh *shard, size int) {
-	slots := sh.slots
-	sh.slots = make([]slot, size) // the caller counts it
+	slots, ys := sh.slots, sh.ys
+	sh.slots = make([]slot, size) // the caller counts them
+	if t.sw {
+		sh.ys = make([]uint32, size)
+	}
 	for i := range slots {
 		if slots[i].empty() {
 			continue
@@ -549,6 +557,9 @@ func (t *Table) resize(sh *shard, size int) {
 			j = next(j, size)
 		}
 		sh.slots[j] = slots[i]
+		if t.sw {
+			sh.ys[j] = ys[i]
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/floodgate/floodgate/algo"
 )
@@ -291,5 +292,13 @@ func TestLongKeysSharingHashBits(t *testing.T) {
 	}
 	if s, ok := tb.Load(tb.Hash(b), b, int64(time.Hour)); !ok || p.ResetAt(&s) <= int64(time.Hour) {
 		t.Fatalf("%q after %q was dropped: %+v, held %v", b, a, s, ok)
+	}
+}
+
+// TestSlotBytes checks the size of a slot, which the memory store's bytes
+// per key (in the README) follow.
+func TestSlotBytes(t *testing.T) {
+	if n := unsafe.Sizeof(slot{}); n != 24 {
+		t.Fatalf("a slot takes %d bytes, want 24", n)
 	}
 }
