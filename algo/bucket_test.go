@@ -122,10 +122,10 @@ func pick(rng *rand.Rand, lo, hi int64) int64 {
 	return lo + int64(rng.Uint64N(bound+1))
 }
 
-// TestDecideCellMatchesDecide holds DecideCell to Decide on the State that
-// the Cell holds: on random compact policies (buckets with a whole-ns T
-// or not, windows), cells, times and costs (invalid ones too), the same
-// Decision, error and State after it.
+// TestDecideCellMatchesDecide holds DecideCell, and DecideTAT where it
+// decides, to Decide on the State that the Cell holds: on random compact
+// policies (buckets with a whole-ns T or not, windows), cells, times and
+// costs (invalid ones too), the same Decision, error and State after it.
 func TestDecideCellMatchesDecide(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 4))
 	others := []Policy{
@@ -167,6 +167,14 @@ func TestDecideCellMatchesDecide(t *testing.T) {
 		if d != wantD || got != want || fmt.Sprint(err) != fmt.Sprint(wantErr) {
 			t.Fatalf("case %d: %v, cell %+v, now %d, n %d:\nDecideCell %+v, %v, cell %+v\nDecide     %+v, %v, cell %+v",
 				i, p, c, now, n, d, err, got, wantD, wantErr, want)
+		}
+		if c.x != 0 {
+			continue
+		}
+		fast := p.tick != 0 && n > 0 && n <= p.burst && uint64(now) <= MaxTime
+		if d, tat, ok := p.DecideTAT(c.t, now, n); ok != fast || ok && (d != wantD || tat != want.t || want.x != 0 || wantErr != nil) {
+			t.Fatalf("case %d: %v, cell %+v, now %d, n %d:\nDecideTAT %+v, %d, %v\nDecide    %+v, %v, cell %+v",
+				i, p, c, now, n, d, tat, ok, wantD, wantErr, want)
 		}
 	}
 	log := MustParsePolicy("sliding-log 5/1s")

@@ -43,8 +43,11 @@ func (c Cell) State(a Algorithm) State {
 // is decided on c in place. A policy that is not Compact is an error
 // wrapping ErrInvalidPolicy, and c is untouched.
 func (p *Policy) DecideCell(c *Cell, now, n int64) (Decision, error) {
-	if p.tick != 0 && c.x == 0 && n > 0 && n <= p.burst && uint64(now) <= MaxTime {
-		return p.bucketTick(&c.t, now, n), nil
+	if c.x == 0 {
+		if d, tat, ok := p.DecideTAT(c.t, now, n); ok {
+			c.t = tat
+			return d, nil
+		}
 	}
 	if !p.IsZero() && !p.Compact() {
 		return Decision{}, fmt.Errorf("%w: %v has no Cell", ErrInvalidPolicy, p)
@@ -53,6 +56,21 @@ func (p *Policy) DecideCell(c *Cell, now, n int64) (Decision, error) {
 	d, err := p.Decide(&s, now, n)
 	*c, _ = s.Cell()
 	return d, err
+}
+
+// DecideTAT is DecideCell on a Cell of a token or leaky bucket that holds
+// the TAT tat and no fraction, for the events it decides in 64 bits: p's T
+// is a whole number of nanoseconds (every event then keeps the Cell's
+// fraction 0) and 0 < n <= p.Burst(), at a valid time. It returns the
+// Decision, the TAT after the event (tat when denied) and true; or false
+// for any other event or policy, which DecideCell decides. A store may so
+// keep such a Cell in one word and update it with a compare-and-swap.
+func (p *Policy) DecideTAT(tat, now, n int64) (Decision, int64, bool) {
+	if p.tick == 0 || n <= 0 || n > p.burst || uint64(now) > MaxTime {
+		return Decision{}, tat, false
+	}
+	d := p.bucketTick(&tat, now, n)
+	return d, tat, true
 }
 
 // Clone returns a copy of s that shares nothing with it, so that a store can
