@@ -6,8 +6,10 @@
 // A Store holds a table per limiter (a name and a policy), each split in
 // shards, each shard a map from keys to their states (a compact algo.Cell,
 // or an algo.State for a sliding log or a LIMIT above 2^32-1, see
-// algo.Policy.Compact) under a mutex. Deciding on a key it
-// holds takes that one mutex and allocates nothing. Apply locks the shards
+// algo.Policy.Compact) under a mutex. Deciding on a key it holds takes
+// that one mutex, or for most events of a bucket whose T is a whole number
+// of nanoseconds none (a compare-and-swap on the key's one word), and
+// allocates nothing. Apply locks the shards
 // of all its ops' keys in one global order, so batches on any keys never
 // deadlock, decides each op with store.Op.Carry, and puts every state back
 // when an op is denied.

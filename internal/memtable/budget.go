@@ -218,7 +218,9 @@ func (t *Table) free(ok func(last int64) bool) (algo.Shadow, bool) {
 	for i := range t.shards {
 		last = max(last, t.shards[i].last)
 	}
+	t.hold(true) // decideFast changes nothing from here
 	if !ok(last) {
+		t.hold(false)
 		return all, false
 	}
 	t.p.Forget(&all, &t.floor, last)
@@ -230,6 +232,29 @@ func (t *Table) free(ok func(last int64) bool) (algo.Shadow, bool) {
 	return all, true
 }
 
+// hold sets (on) or clears the held bit of the word of every key of t,
+// for a caller that holds every shard's lock: with it set, decideFast
+// changes none of them. Clearing keeps the bit of a state with a fraction,
+// and drops a Load's, which ends with the lock it was taken under (one
+// that no Store followed only sends its key to the lock).
+func (t *Table) hold(on bool) {
+	if !t.fast {
+		return
+	}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		for j := range sh.slots {
+			switch s := &sh.slots[j]; {
+			case !s.live():
+			case on:
+				atomic.OrInt64(&s.word, held)
+			case s.x == 0:
+				atomic.AndInt64(&s.word, ^held)
+			}
+		}
+	}
+}
+
 // fold joins every state of sh into all and frees sh.
 func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 	alg := t.p.Algorithm()
@@ -237,7 +262,8 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.p.Forget(all, s, last)
 	}
 	for i := range sh.slots {
-		if s := sh.cell(i).State(alg); !sh.slots[i].empty() {
+		if sh.slots[i].live() {
+			s := sh.hold(i).State(alg)
 			t.p.Forget(all, &s, last)
 		}
 	}
@@ -246,7 +272,8 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.p.Forget(all, &s, last)
 	}
 	t.b.add(-sh.bytes())
-	sh.slots, sh.ys, sh.shadow, sh.logs, sh.n = nil, nil, nil, nil, 0
+	sh.slots, sh.ys, sh.shadow, sh.logs, sh.n, sh.tombs = nil, nil, nil, nil, 0, 0
+	sh.tab.Store(nil)
 	sh.arena, sh.dead = nil, 0
 }
 
@@ -285,7 +312,7 @@ func (t *Table) drained(sh *shard, now int64) bool {
 	}
 	alg := t.p.Algorithm()
 	for i := range sh.slots {
-		if s := sh.cell(i).State(alg); !sh.slots[i].empty() && t.p.ResetAt(&s) > now {
+		if s := sh.cell(i).State(alg); sh.slots[i].live() && t.p.ResetAt(&s) > now {
 			return false
 		}
 	}

@@ -29,13 +29,14 @@ func (t *Table) AppendEntries(dst []Entry, i int, now int64) []Entry {
 		return dst
 	}
 	alg := t.p.Algorithm()
+	var buf [12]byte
 	for j := range sh.slots {
-		if sh.slots[j].empty() {
+		if !sh.slots[j].live() {
 			continue
 		}
 		s := sh.cell(j).State(alg)
 		if t.p.ResetAt(&s) > now {
-			dst = append(dst, Entry{Key: string(sh.keyOf(&sh.slots[j])), State: s})
+			dst = append(dst, Entry{Key: string(sh.keyOf(&sh.slots[j], &buf)), State: s})
 		}
 	}
 	return dst

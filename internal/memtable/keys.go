@@ -4,91 +4,126 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/floodgate/floodgate/algo"
 )
 
 // A slot holds one key of a shard in 24 bytes that hold no pointer, so
 // that the garbage collector never scans a shard's slots: its state (an
-// algo.Cell's t and x; a sliding-window key's y is in the shard's ys, as
-// no other algorithm reads it), and its key in 12 bytes. The last of them
-// says what they hold: 0 nothing (an empty slot, so that a zeroed array is
-// empty), 1+n a key of n <= inlineMax bytes, held in the first n, and
-// longKey a longer key, held in the shard's arena after its length (a
-// uvarint): the first 8 bytes hold its offset there, the next 3 bits of
-// its hash. A lookup compares the 12 bytes of each slot it probes as two
-// words, and reads the arena only for a likely match, so that it reads one
-// slot, its state beside its key, and no other array.
+// algo.Cell's t, in word, and x; a sliding-window key's y is in the
+// shard's ys, as no other algorithm reads it), and its key in 12 bytes,
+// the words k0 and k1 (in the machine's byte order). The last byte says
+// what they hold: 0 nothing (an empty slot, so that a zeroed array is
+// empty), 1+n a key of n <= inlineMax bytes, held in the first n, longKey
+// a longer key, held in the shard's arena after its length (a uvarint),
+// with its offset there in k0 and 3 bytes of its hash in k1, and dead a
+// removed key (a tombstone: a slot never holds another key until its
+// array is rebuilt). A lookup compares k1, then k0, of each slot it
+// probes, and reads the arena only for a likely match, so that it reads
+// one slot, its state beside its key, and no other array.
+//
+// word is t, with the bit held set when x is not 0 or while a path under
+// the lock holds the state (Load until Store, an eviction, a removal, a
+// resize, a Table being freed): with held clear, x is 0, and Decide may
+// decide on the slot without the shard's lock, with a compare-and-swap on
+// word, for a policy whose events DecideTAT decides (see decideFast). So
+// word is read and written atomically in such a table, and so are the key
+// words of a slot that a lookup without the lock may read.
 type slot struct {
-	t   int64
-	x   uint32
-	key [12]byte
+	word int64
+	k0   uint64
+	k1   uint32
+	x    uint32
 }
 
 // inlineMax is the longest key a slot holds in itself.
 const inlineMax = 11
 
-const longKey = 0xff
+// What the last byte of a slot's key says it holds, past 1+inlineMax.
+const (
+	dead    = 0xfe
+	longKey = 0xff
+)
 
-// empty reports whether s holds no key.
-func (s *slot) empty() bool { return s.key[11] == 0 }
+// held is word's bit that keeps decideFast away.
+const held = -1 << 63
 
-// words returns s's 12 key bytes as two words.
-func (s *slot) words() (uint64, uint32) {
-	return binary.LittleEndian.Uint64(s.key[:8]), binary.LittleEndian.Uint32(s.key[8:])
+// marker returns the last byte of a slot's key, whose second word is k1.
+func marker(k1 uint32) byte {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], k1)
+	return b[3]
 }
 
-// keyWords returns the words of a slot holding key, whose hash is h: all
-// 12 bytes of a key held inline, and the second word only of a long key
-// (the first is its offset in the arena, 0 here).
+// deadWord is k1 of a removed key.
+var deadWord = binary.NativeEndian.Uint32([]byte{0, 0, 0, dead})
+
+// live reports whether s holds a key.
+func (s *slot) live() bool { return s.k1 != 0 && s.k1 != deadWord }
+
+// keyWords returns the words of a slot holding key, whose hash is h: both
+// for a key held inline, and k1 only for a long key (k0 is its offset in
+// the arena, 0 here).
 func keyWords(h uint64, key string) (uint64, uint32) {
-	if len(key) > inlineMax {
-		return 0, uint32(h&0xffffff) | longKey<<24
-	}
 	var b [12]byte
+	if len(key) > inlineMax {
+		b[8], b[9], b[10], b[11] = byte(h), byte(h>>8), byte(h>>16), longKey
+		return 0, binary.NativeEndian.Uint32(b[8:])
+	}
 	copy(b[:], key)
 	b[11] = byte(len(key)) + 1
-	return binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint32(b[8:])
+	return binary.NativeEndian.Uint64(b[:8]), binary.NativeEndian.Uint32(b[8:])
 }
 
-// cell returns the state of sh's slot i.
-func (sh *shard) cell(i int) algo.Cell {
+// cell returns the state of sh's slot i, for a caller that holds the lock.
+func (sh *shard) cell(i int) algo.Cell { return sh.cellOf(i, atomic.LoadInt64(&sh.slots[i].word)) }
+
+// cellOf returns the state of sh's slot i whose word is w.
+func (sh *shard) cellOf(i int, w int64) algo.Cell {
 	var y uint32
 	if sh.ys != nil {
 		y = sh.ys[i]
 	}
-	return algo.MakeCell(sh.slots[i].t, sh.slots[i].x, y)
+	return algo.MakeCell(w&^held, sh.slots[i].x, y)
 }
 
-// setCell puts c in sh's slot i.
+// hold sets the held bit of the word of sh's slot i, so that no
+// decideFast changes it until setCell puts a state there, and returns the
+// slot's state.
+func (sh *shard) hold(i int) algo.Cell {
+	if !sh.fast {
+		return sh.cell(i)
+	}
+	return sh.cellOf(i, atomic.OrInt64(&sh.slots[i].word, held))
+}
+
+// setCell puts c in sh's slot i, whose word the caller holds (see hold)
+// in a table with decideFast.
 func (sh *shard) setCell(i int, c algo.Cell) {
-	var y uint32
-	sh.slots[i].t, sh.slots[i].x, y = c.Parts()
+	t, x, y := c.Parts()
+	s := &sh.slots[i]
+	s.x = x
+	w := t
+	if x != 0 {
+		w |= held
+	}
+	if sh.fast {
+		atomic.StoreInt64(&s.word, w)
+	} else {
+		s.word = w
+	}
 	if sh.ys != nil {
 		sh.ys[i] = y
 	}
 }
 
-// move moves the key and state of sh's slot j to slot i, and empties j.
-func (sh *shard) move(i, j int) {
-	sh.slots[i], sh.slots[j] = sh.slots[j], slot{}
-	if sh.ys != nil {
-		sh.ys[i], sh.ys[j] = sh.ys[j], 0
-	}
-}
-
-// clear empties sh's slot i.
-func (sh *shard) clear(i int) {
-	sh.slots[i] = slot{}
-	if sh.ys != nil {
-		sh.ys[i] = 0
-	}
-}
-
-// keyOf returns the bytes of s's key, in s or in sh's arena.
-func (sh *shard) keyOf(s *slot) []byte {
-	if n := s.key[11]; n != longKey {
-		return s.key[: n-1 : n-1]
+// keyOf returns the bytes of s's key, in buf or in sh's arena.
+func (sh *shard) keyOf(s *slot, buf *[12]byte) []byte {
+	if n := marker(s.k1); n != longKey {
+		binary.NativeEndian.PutUint64(buf[:8], s.k0)
+		binary.NativeEndian.PutUint32(buf[8:], s.k1)
+		return buf[: n-1 : n-1]
 	}
 	off, n := sh.arenaKey(s)
 	return sh.arena[off : off+n : off+n]
@@ -97,14 +132,15 @@ func (sh *shard) keyOf(s *slot) []byte {
 // arenaKey returns the offset and length of the bytes of long key s in
 // sh's arena, past its length.
 func (sh *shard) arenaKey(s *slot) (int, int) {
-	off := int(binary.LittleEndian.Uint64(s.key[:8]))
+	off := int(s.k0)
 	n, k := binary.Uvarint(sh.arena[off:])
 	return off + k, int(n)
 }
 
-// hashOf returns the hash of the key of sh's slot i.
-func (t *Table) hashOf(sh *shard, i int) uint64 {
-	return maphash.Bytes(t.seed, sh.keyOf(&sh.slots[i]))
+// hashOf returns the hash of the key of slot s of sh.
+func (t *Table) hashOf(sh *shard, s *slot) uint64 {
+	var buf [12]byte
+	return maphash.Bytes(t.seed, sh.keyOf(s, &buf))
 }
 
 // setKey puts key, whose hash is h, in s, and a long key's length and
@@ -120,8 +156,8 @@ func (sh *shard) setKey(s *slot, h uint64, key string) {
 		sh.arena = binary.AppendUvarint(sh.arena, uint64(len(key)))
 		sh.arena = append(sh.arena, key...)
 	}
-	binary.LittleEndian.PutUint64(s.key[:8], w0)
-	binary.LittleEndian.PutUint32(s.key[8:], w1)
+	atomic.StoreUint64(&s.k0, w0)
+	atomic.StoreUint32(&s.k1, w1) // last: a lookup without the lock finds it complete
 }
 
 // arenaLen is what a long key of n bytes takes in an arena: its length,
@@ -152,30 +188,34 @@ func (sh *shard) rebuildArena(c int) {
 	sh.arena = make([]byte, 0, c)
 	for i := range sh.slots {
 		s := &sh.slots[i]
-		if s.key[11] != longKey {
+		if marker(s.k1) != longKey {
 			continue
 		}
-		from := binary.LittleEndian.Uint64(s.key[:8])
+		from := s.k0
 		n, k := binary.Uvarint(old[from:])
-		binary.LittleEndian.PutUint64(s.key[:8], uint64(len(sh.arena)))
+		s.k0 = uint64(len(sh.arena)) // a lookup without the lock never reads a long key's k0
 		sh.arena = append(sh.arena, old[from:from+uint64(k)+n]...)
 	}
 	sh.dead = 0
 }
 
-// dropKey counts the bytes of s's key, being removed, as dead, and
-// compacts the arena once more than half of it is dead; it returns the
-// bytes that freed, as the Budget counts them.
+// dropKey marks the key of s as removed, counts the bytes of a long one
+// as dead, and compacts the arena once more than half of it is dead; it
+// returns the bytes that freed, as the Budget counts them.
 func (sh *shard) dropKey(s *slot) int64 {
-	if s.key[11] != longKey {
+	long := marker(s.k1) == longKey
+	var n int
+	if long {
+		_, n = sh.arenaKey(s)
+	}
+	atomic.StoreUint32(&s.k1, deadWord)
+	if !long {
 		return 0
 	}
-	_, n := sh.arenaKey(s)
 	sh.dead += arenaLen(n)
 	if sh.dead*2 <= len(sh.arena) || sh.dead < 256 {
 		return 0
 	}
-	s.key = [12]byte{} // not live: rebuildArena skips it
 	before := arenaBytes(cap(sh.arena))
 	if sh.dead == len(sh.arena) {
 		sh.arena, sh.dead = nil, 0

@@ -12,6 +12,17 @@
 // policy whose counts do not fit in a Cell (algo.Policy.Compact: a LIMIT
 // above 2^32-1), its State.
 //
+// A token-bucket or leaky-bucket key of a policy whose T is a whole number
+// of nanoseconds (100 per second, 1000 per day) is decided without the
+// shard's lock when the key is held in its slot and the event is one that
+// algo.Policy.DecideTAT decides (a cost from 1 to the burst): its state is
+// then one word, its TAT, which a compare-and-swap advances and a denial
+// only reads. Every path that changes a slot otherwise, under the lock,
+// first sets the word's held bit, which sends such a decision to the lock;
+// removed keys leave tombstones rather than moving other keys, and a
+// resized array is a new one, so that the slot a decision found holds its
+// key until the word is held (see slot and decideFast).
+//
 // Memory stays bounded three ways. A key whose state has drained (algo's
 // ResetAt has passed) decides exactly like a missing key, so a shard drops
 // drained keys whenever it would otherwise grow, and shrinks when mostly
@@ -57,6 +68,7 @@ type Table struct {
 	p       algo.Policy
 	log     bool // not algo's Compact (sliding-log, counts past 32 bits): states in shard.logs
 	sw      bool // sliding-window: shards keep ys
+	fast    bool // a bucket whose events DecideTAT decides: see decideFast
 	seed    maphash.Seed
 	shift   uint // shard index = hash >> shift
 	shards  []shard
@@ -90,10 +102,12 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 	for n*2 <= shards && n*2*minShardKeys <= maxKeys {
 		n *= 2
 	}
-	t := &Table{b: b, p: p, log: !p.Compact(), sw: p.Algorithm() == algo.SlidingWindow, seed: maphash.MakeSeed(),
-		shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
+	_, _, fast := p.DecideTAT(0, 0, 1)
+	t := &Table{b: b, p: p, log: !p.Compact(), sw: p.Algorithm() == algo.SlidingWindow, fast: fast,
+		seed: maphash.MakeSeed(), shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
 	for i := range t.shards {
 		sh := &t.shards[i]
+		sh.fast = fast
 		sh.bits = uint(bits.TrailingZeros(uint(n)))
 		sh.max = maxKeys / n
 		if i < maxKeys%n {
@@ -143,6 +157,11 @@ func (t *Table) Unlock(i int) { t.shards[i].mu.Unlock() }
 func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	h := t.Hash(key)
 	sh := &t.shards[t.Shard(h)]
+	if t.fast {
+		if d, ok := t.decideFast(sh, h, key, now, n); ok {
+			return d, nil
+		}
+	}
 	sh.mu.Lock()
 	if t.closed.Load() {
 		sh.mu.Unlock()
@@ -156,12 +175,11 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	}
 	i, found := sh.find(h, key)
 	if found {
-		c := sh.cell(i)
+		c := sh.hold(i)
 		d, err := t.p.DecideCell(&c, now, n)
 		sh.setCell(i, c)
 		if d.ResetAfter == 0 && n == 0 && err == nil {
-			sh.remove(i, t) // a peek found it drained
-			sh.drained++
+			t.dropDrained(sh, i, now) // a peek found it drained
 		}
 		sh.mu.Unlock()
 		return d, err
@@ -177,6 +195,48 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	}
 	sh.mu.Unlock()
 	return d, err
+}
+
+// decideFast decides, without the shard's lock, an event that DecideTAT
+// decides on a key held inline in sh (its fraction 0, so the state is the
+// slot's word): it finds the key's slot in the array sh published last,
+// and changes the word with a compare-and-swap while its held bit is
+// clear; a denial changes nothing. It reports false, having changed
+// nothing, for an event, a key or a slot that needs the lock: a missing
+// key, a long one, a held word (a Load, a Table being freed, or an array
+// replaced since, whose words resize held). A decision without the lock
+// does not move the shard's last, which only makes Close, Fold and Shed,
+// which take it as now, stricter.
+func (t *Table) decideFast(sh *shard, h uint64, key string, now, n int64) (algo.Decision, bool) {
+	tab := sh.tab.Load()
+	if tab == nil || len(key) > inlineMax {
+		return algo.Decision{}, false
+	}
+	slots := *tab
+	w0, w1 := keyWords(h, key)
+	for i := home(sh.local(h), len(slots)); ; i = next(i, len(slots)) {
+		s := &slots[i]
+		k1 := atomic.LoadUint32(&s.k1)
+		if k1 == 0 {
+			return algo.Decision{}, false
+		}
+		if k1 != w1 || atomic.LoadUint64(&s.k0) != w0 {
+			continue
+		}
+		for {
+			w := atomic.LoadInt64(&s.word)
+			if w < 0 {
+				return algo.Decision{}, false
+			}
+			d, tat, ok := t.p.DecideTAT(w, now, n)
+			if !ok {
+				return algo.Decision{}, false
+			}
+			if !d.Allowed || atomic.CompareAndSwapInt64(&s.word, w, tat) {
+				return d, true
+			}
+		}
+	}
 }
 
 func (t *Table) decideLog(sh *shard, h uint64, key string, now, n int64) (algo.Decision, error) {
@@ -198,7 +258,8 @@ func (t *Table) decideLog(sh *shard, h uint64, key string, now, n int64) (algo.D
 }
 
 // Load returns key's state at now, and whether the table holds it, for a
-// caller that holds the key's shard lock. A key the table does not hold has
+// caller that holds the key's shard lock, and keeps Decide to that lock
+// for the key until Store puts its state back. A key the table does not hold has
 // the state it would start from (see the package doc on eviction). A
 // sliding-log state shares its log with the table: Clone it before
 // changing it if it must be put back.
@@ -209,7 +270,7 @@ func (t *Table) Load(h uint64, key string, now int64) (algo.State, bool) {
 			return *s, true
 		}
 	} else if i, ok := sh.find(h, key); ok {
-		return sh.cell(i).State(t.p.Algorithm()), true
+		return sh.hold(i).State(t.p.Algorithm()), true
 	}
 	return t.recall(sh, h, now), false
 }
@@ -278,6 +339,7 @@ func (t *Table) Store(h uint64, key string, s algo.State, now int64) {
 	i, found := sh.find(h, key)
 	switch {
 	case found && drained:
+		sh.hold(i)
 		sh.remove(i, t)
 	case found:
 		c, _ := s.Cell()
@@ -302,7 +364,8 @@ func (t *Table) Stats() Stats {
 	return st
 }
 
-// Last returns the latest time of an op on t.
+// Last returns the latest time of an op on t that took a shard's lock
+// (see decideFast).
 func (t *Table) Last() int64 {
 	var last int64
 	for i := range t.shards {
@@ -315,20 +378,24 @@ func (t *Table) Last() int64 {
 }
 
 // shard is one part of a Table: an open-addressing table of slots with
-// linear probing and backward-shift deletion (no tombstones).
+// linear probing, whose removed keys leave tombstones until the array is
+// rebuilt, so that a slot holds one key for the array's life (see slot).
 type shard struct {
 	mu        sync.Mutex
 	slots     []slot
-	ys        []uint32 // sliding-window: each slot's y (see slot); nil otherwise
-	n         int      // keys in slots
-	max       int      // most keys this shard may hold
+	tab       atomic.Pointer[[]slot] // slots, for decideFast; nil when it must lock
+	tombs     int                    // slots of removed keys
+	fast      bool                   // Table.fast
+	ys        []uint32               // sliding-window: each slot's y (see slot); nil otherwise
+	n         int                    // keys in slots
+	max       int                    // most keys this shard may hold
 	logs      map[string]*algo.State
 	shadow    []algo.Shadow // states of evicted keys, by hash; nil until one is
 	logSweep  int           // sweep logs when they reach this many keys
 	drained   uint64
 	evictions uint64
 	rnd       uint64 // eviction sampling
-	last      int64  // the latest time of an op on the shard
+	last      int64  // the latest time of a locked op on the shard
 	bits      uint   // log2 of the number of shards
 	arena     []byte // the bytes of keys longer than inlineMax
 	dead      int    // bytes of arena whose keys were removed
@@ -366,13 +433,13 @@ func (sh *shard) find(h uint64, key string) (int, bool) {
 	w0, w1 := keyWords(h, key)
 	long := len(key) > inlineMax
 	for i := home(sh.local(h), size); ; i = next(i, size) {
-		k0, k1 := sh.slots[i].words()
+		s := &sh.slots[i]
 		switch {
-		case k1 == w1 && !long && k0 == w0:
+		case s.k1 == w1 && !long && s.k0 == w0:
 			return i, true
-		case k1 == w1 && long && string(sh.keyOf(&sh.slots[i])) == key:
+		case s.k1 == w1 && long && string(sh.keyOf(s, nil)) == key:
 			return i, true
-		case k1>>24 == 0:
+		case s.k1 == 0:
 			return i, false
 		}
 	}
@@ -386,19 +453,20 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 	if sh.n >= sh.max {
 		t.evict(sh, now)
 	}
-	// Past 7/8 full, drop drained keys; if that frees less than 1/16 of the
-	// slots, grow by a quarter. Tables stay 70% to 87% full.
-	full := (sh.n+1)*8 > len(sh.slots)*7
-	if full {
+	// Past 7/8 full, tombstones included, drop drained keys; if that
+	// leaves more than 13/16 of the slots full, grow by a quarter, else
+	// rebuild the slots, which drops the tombstones. Tables stay 70% to 87%
+	// full.
+	if sh.full() {
 		t.sweep(sh, now)
 	}
 	for {
 		size := len(sh.slots)
-		if full && (sh.n+1)*16 > size*13 {
+		if sh.full() && (sh.n+1)*16 > size*13 {
 			size = max(size*5/4, minSlots)
 		}
 		if t.b.Take(sh.arenaGrowth(len(key)) + slotsBytes(size, t.sw) - slotsBytes(len(sh.slots), t.sw)) {
-			if size != len(sh.slots) {
+			if sh.full() {
 				t.resize(sh, size)
 			}
 			break
@@ -417,22 +485,31 @@ func (t *Table) insert(sh *shard, h uint64, key string, c algo.Cell, now int64) 
 	sh.n++
 }
 
+// full reports whether one more key would fill more than 7/8 of sh's
+// slots, tombstones included.
+func (sh *shard) full() bool { return (sh.n+sh.tombs+1)*8 > len(sh.slots)*7 }
+
 // sweep drops every key drained at now, and shrinks a shard left less
 // than a quarter full.
 func (t *Table) sweep(sh *shard, now int64) {
-	alg := t.p.Algorithm()
-	for i := 0; i < len(sh.slots); {
-		if !sh.slots[i].empty() {
-			s := sh.cell(i).State(alg)
-			if t.p.ResetAt(&s) <= now {
-				sh.remove(i, t)
-				sh.drained++
-				continue // a key may have shifted into i
-			}
+	for i := range sh.slots {
+		if sh.slots[i].live() {
+			t.dropDrained(sh, i, now)
 		}
-		i++
 	}
 	t.shrink(sh)
+}
+
+// dropDrained removes the key of sh's slot i if its state has drained at
+// now, as no decideFast changed it meanwhile.
+func (t *Table) dropDrained(sh *shard, i int, now int64) {
+	s := &sh.slots[i]
+	w := atomic.LoadInt64(&s.word)
+	st := sh.cellOf(i, w).State(t.p.Algorithm())
+	if t.p.ResetAt(&st) <= now && atomic.CompareAndSwapInt64(&s.word, w, w|held) {
+		sh.remove(i, t)
+		sh.drained++
+	}
 }
 
 // shrink resizes a shard left less than a quarter full to half full, and
@@ -502,7 +579,7 @@ func (t *Table) evict(sh *shard, now int64) int64 {
 	best, bestAt := -1, int64(0)
 	seen := 0
 	for j, i := 0, home(sh.rnd, size); j < size && seen < sample; j, i = j+1, next(i, size) {
-		if sh.slots[i].empty() {
+		if !sh.slots[i].live() {
 			continue
 		}
 		seen++
@@ -514,52 +591,54 @@ func (t *Table) evict(sh *shard, now int64) int64 {
 	if best < 0 {
 		return 0
 	}
-	if bestAt <= now {
+	s := sh.hold(best).State(alg) // as decideFast left it
+	if t.p.ResetAt(&s) <= now {
 		sh.drained++
 	} else {
-		s := sh.cell(best).State(alg)
-		t.forget(sh, t.hashOf(sh, best), &s, now)
+		t.forget(sh, t.hashOf(sh, &sh.slots[best]), &s, now)
 	}
 	return sh.remove(best, t)
 }
 
-// remove empties slot i and shifts later keys of its probe run back, and
+// remove leaves a tombstone in slot i, whose word the caller holds, and
 // returns the bytes that freed: a long key's, when its arena is compacted.
 func (sh *shard) remove(i int, t *Table) int64 {
-	size := len(sh.slots)
 	freed := sh.dropKey(&sh.slots[i])
 	t.b.add(-freed)
-	sh.clear(i)
 	sh.n--
-	for j := next(i, size); !sh.slots[j].empty(); j = next(j, size) {
-		home := home(sh.local(t.hashOf(sh, j)), size)
-		// Move j to the hole i if its home is not in (i, j].
-		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-			sh.move(i, j)
-			i = j
-		}
-	}
+	sh.tombs++
 	return freed
 }
 
+// resize moves the keys of sh to a new array of size slots (which the
+// caller counts), without tombstones, and publishes it for decideFast.
+// It holds the words of the old one as it moves them, so that a
+// decideFast on the old array either changed a word before it moved or
+// fails.
 func (t *Table) resize(sh *shard, size int) {
-	slots, ys := sh.slots, sh.ys
-	sh.slots = make([]slot, size) // the caller counts them
+	old, oldYs := sh.slots, sh.ys
+	slots := make([]slot, size)
+	var ys []uint32
 	if t.sw {
-		sh.ys = make([]uint32, size)
+		ys = make([]uint32, size)
 	}
-	for i := range slots {
-		if slots[i].empty() {
+	for i := range old {
+		s := &old[i]
+		if !s.live() {
 			continue
 		}
-		j := home(sh.local(maphash.Bytes(t.seed, sh.keyOf(&slots[i]))), size)
-		for !sh.slots[j].empty() {
+		j := home(sh.local(t.hashOf(sh, s)), size)
+		for slots[j].k1 != 0 {
 			j = next(j, size)
 		}
-		sh.slots[j] = slots[i]
+		slots[j] = slot{word: atomic.SwapInt64(&s.word, held), k0: s.k0, k1: s.k1, x: s.x}
 		if t.sw {
-			sh.ys[j] = ys[i]
+			ys[j] = oldYs[i]
 		}
+	}
+	sh.slots, sh.ys, sh.tombs = slots, ys, 0
+	if t.fast {
+		sh.tab.Store(&slots)
 	}
 }
 

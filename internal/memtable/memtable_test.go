@@ -12,7 +12,7 @@ import (
 )
 
 var policies = []string{
-	"token-bucket 3/1s burst=5", "leaky-bucket 7/2s", "sliding-log 4/1s",
+	"token-bucket 3/1s burst=5", "leaky-bucket 7/2s", "token-bucket 4/1s burst=6", "sliding-log 4/1s",
 	"sliding-window 5/1s", "fixed-window 3/500ms",
 }
 
