@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/store"
@@ -20,11 +19,8 @@ func (s *Store) CacheStats() store.CacheStats {
 		return store.CacheStats{}
 	}
 	c.mu.RLock()
-	st := store.CacheStats{Entries: int64(len(c.m)), Bytes: c.bytes, MaxBytes: c.max, Live: c.file != nil}
-	c.mu.RUnlock()
-	st.Hits, st.Fills, st.Invalidations = c.hits.Load(), c.fills.Load(), c.invalidations.Load()
-	st.Flushes, st.Evictions = c.flushes.Load(), c.evictions.Load()
-	return st
+	defer c.mu.RUnlock()
+	return c.Stats(int64(len(c.m)), c.bytes, c.max, c.file != nil)
 }
 
 // entryBytes is what the bound counts for a key besides its name's bytes
@@ -46,7 +42,7 @@ type denyCache struct {
 	// when the cache may answer nothing.
 	file *fileView
 
-	hits, fills, invalidations, flushes, evictions atomic.Uint64
+	store.CacheCounts
 }
 
 // entry is a key's state in the file, as of the cache's fileView.
@@ -138,7 +134,7 @@ func (c *denyCache) answer(path string, op *store.Op) bool {
 		op.Result = store.Result{}
 		return false
 	}
-	c.hits.Add(1)
+	c.Hits.Add(1)
 	return true
 }
 
@@ -216,7 +212,7 @@ func (c *denyCache) written(x *txn) {
 	for k, sl := range x.slots {
 		if e := c.m[k]; e != nil && sl.changed {
 			c.remove(k, e)
-			c.invalidations.Add(1)
+			c.Invalidations.Add(1)
 		}
 	}
 	for _, d := range x.swept {
@@ -227,7 +223,7 @@ func (c *denyCache) written(x *txn) {
 		k := slotKey{t, keyOf(d.key)}
 		if e := c.m[k]; e != nil {
 			c.remove(k, e)
-			c.invalidations.Add(1)
+			c.Invalidations.Add(1)
 		}
 	}
 }
@@ -251,7 +247,7 @@ func (c *denyCache) fill(x *txn) {
 		c.evictFor(size)
 		c.m[k] = &entry{state: sl.s.Clone(), size: size}
 		c.bytes += size
-		c.fills.Add(1)
+		c.Fills.Add(1)
 	}
 }
 
@@ -263,7 +259,7 @@ func (c *denyCache) evictFor(size int64) {
 			return
 		}
 		c.remove(k, e)
-		c.evictions.Add(1)
+		c.Evictions.Add(1)
 	}
 }
 
@@ -278,7 +274,7 @@ func (c *denyCache) flush() {
 	if len(c.m) > 0 {
 		clear(c.m)
 		c.bytes = 0
-		c.flushes.Add(1)
+		c.Flushes.Add(1)
 	}
 }
 

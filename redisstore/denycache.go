@@ -24,12 +24,9 @@ func (s *Store) CacheStats() store.CacheStats {
 		return store.CacheStats{}
 	}
 	c.mu.RLock()
-	st := store.CacheStats{Entries: int64(len(c.m)), Bytes: c.bytes, MaxBytes: c.max}
+	entries, bytes := int64(len(c.m)), c.bytes
 	c.mu.RUnlock()
-	st.Hits, st.Fills, st.Invalidations = c.hits.Load(), c.filled.Load(), c.invalidations.Load()
-	st.Flushes, st.Evictions = c.flushes.Load(), c.evictions.Load()
-	st.Live = c.isLive()
-	return st
+	return c.Stats(entries, bytes, c.max, c.isLive())
 }
 
 // entryBytes is what the bound counts for a key besides its name's bytes:
@@ -62,7 +59,7 @@ type denyCache struct {
 	m     map[string]*entry // Redis key -> entry
 	bytes int64
 
-	hits, filled, invalidations, flushes, evictions atomic.Uint64
+	store.CacheCounts
 }
 
 // entry is a key's state as Redis held it, or a fill under way (pending).
@@ -118,7 +115,7 @@ func (c *denyCache) flush(tr *tracker, server bool) {
 		}
 	}
 	c.mu.Unlock()
-	c.flushes.Add(1)
+	c.Flushes.Add(1)
 }
 
 // invalidate drops the entries of keys, Redis keys that were written.
@@ -128,7 +125,7 @@ func (c *denyCache) invalidate(keys []any) {
 		if key, ok := k.(string); ok {
 			if e := c.m[key]; e != nil {
 				c.remove(key, e)
-				c.invalidations.Add(1)
+				c.Invalidations.Add(1)
 			}
 		}
 	}
@@ -193,7 +190,7 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 	case err != nil:
 		err = fmt.Errorf("redisstore: %w", err)
 	}
-	c.hits.Add(1)
+	c.Hits.Add(1)
 	return d, err, true
 }
 
@@ -247,7 +244,7 @@ func (c *denyCache) evictFor(size int64) {
 			return
 		}
 		c.remove(k, e)
-		c.evictions.Add(1)
+		c.Evictions.Add(1)
 	}
 }
 
@@ -303,7 +300,7 @@ func (c *denyCache) fill(key string, e *entry) {
 	c.mu.Lock()
 	if c.m[key] == e {
 		e.state, e.offset, e.until, e.pending = st, offset, until, false
-		c.filled.Add(1)
+		c.Fills.Add(1)
 	}
 	c.mu.Unlock()
 }

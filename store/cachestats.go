@@ -1,5 +1,7 @@
 package store
 
+import "sync/atomic"
+
 // CacheStats are the counts of a store's deny cache: a local cache of
 // denied keys' states from which the store answers, exactly, the
 // decisions those states deny (redisstore.WithDenyCache,
@@ -26,4 +28,18 @@ type CacheStats struct {
 	Evictions uint64
 	// Live reports whether the cache may answer now.
 	Live bool
+}
+
+// CacheCounts are the counters of a store's deny cache, safe for
+// concurrent use: what CacheStats counts.
+type CacheCounts struct {
+	Hits, Fills, Invalidations, Flushes, Evictions atomic.Uint64
+}
+
+// Stats returns the CacheStats of a cache with counts c that holds
+// entries keys in bytes bytes of maxBytes, and may answer now or not.
+func (c *CacheCounts) Stats(entries, bytes, maxBytes int64, live bool) CacheStats {
+	return CacheStats{Entries: entries, Bytes: bytes, MaxBytes: maxBytes, Live: live,
+		Hits: c.Hits.Load(), Fills: c.Fills.Load(), Invalidations: c.Invalidations.Load(),
+		Flushes: c.Flushes.Load(), Evictions: c.Evictions.Load()}
 }
