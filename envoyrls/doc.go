@@ -283,6 +283,8 @@
 // interval, the counter is still answered as over. Shadow mode is
 // unchanged: a counter is never in dry-run mode, and shadow mode acts on
 // the answer. WithFlushInterval(-1) sends every hit to the store.
+// Stats.FromMemory counts the descriptors answered from memory
+// (floodgate serve: floodgate_envoy_from_memory_total in /metrics).
 //
 // # Serving
 //

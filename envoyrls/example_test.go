@@ -80,7 +80,7 @@ descriptors:
 	// OK | OK 2/MINUTE remaining=0 reset=45s
 	// OVER_LIMIT | OVER_LIMIT 2/MINUTE remaining=0 reset=45s
 	// OVER_LIMIT | OVER_LIMIT 0/MINUTE remaining=0 reset=45s
-	// {OK:2 OverLimit:2 Shadow:0 UnknownDomain:0 Errors:0}
+	// {OK:2 OverLimit:2 Shadow:0 UnknownDomain:0 Errors:0 FromMemory:0}
 }
 
 // Nested descriptors, and several descriptors in one request: each is

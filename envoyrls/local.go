@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate"
@@ -53,8 +54,9 @@ type overCounts struct {
 	every   time.Duration // the flush interval
 	started bool          // the flusher runs
 	closed  bool          // Close was called: every hit goes to the store
-	// answered counts the descriptors answered from memory.
-	answered int
+	// answered counts the descriptors answered from memory
+	// (Stats.FromMemory).
+	answered atomic.Uint64
 	stop     chan struct{} // closed by Close
 	done     chan struct{} // closed when the flusher returns
 }
@@ -94,7 +96,7 @@ func (o *overCounts) answer(s *Service, domainName string, d *desc, now int64) b
 	case c.known > int64(d.r.perUnit) && !o.closed && now+int64(o.every) < c.start+int64(d.r.period):
 		c.known, c.pending = addCount(c.known, d.n), addCount(c.pending, d.n)
 		d.over = true
-		o.answered++
+		o.answered.Add(1)
 		if !o.started && c.pending > 0 {
 			o.startFlusher(s)
 		}

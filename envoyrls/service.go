@@ -224,12 +224,16 @@ type Stats struct {
 	// (codes.InvalidArgument) or a failing store (codes.Unavailable),
 	// and the bodies JSONHandler refused before asking.
 	Errors uint64
+	// FromMemory counts the descriptors answered without the store:
+	// hits on fixed-window counters known to be over their limit in the
+	// window (see the package documentation, "Hits over the limit").
+	FromMemory uint64
 }
 
 // Stats returns the service's counts.
 func (s *Service) Stats() Stats {
 	return Stats{OK: s.ok.Load(), OverLimit: s.over.Load(), Shadow: s.shadow.Load(),
-		UnknownDomain: s.unknown.Load(), Errors: s.errs.Load()}
+		UnknownDomain: s.unknown.Load(), Errors: s.errs.Load(), FromMemory: s.local.answered.Load()}
 }
 
 func (s *Service) now() int64 {

@@ -29,6 +29,10 @@ func TestRunEnvoyFlushesOnShutdown(t *testing.T) {
 			t.Fatalf("hit %d: %s", i+1, a.body)
 		}
 	}
+	// The first over the limit went to the store; the 16 after it did not.
+	if m, want := scrape(t, r), "floodgate_envoy_from_memory_total 16"; !strings.Contains(m, want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, grep(m, "envoy"))
+	}
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

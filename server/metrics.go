@@ -86,6 +86,8 @@ var (
 		"Envoy requests answered OK that shadow mode kept from being OVER_LIMIT.", nil, nil)
 	envoyUnknownDesc = prometheus.NewDesc("floodgate_envoy_unknown_domain_total",
 		"Envoy requests for a domain the configuration does not have.", nil, nil)
+	envoyMemoryDesc = prometheus.NewDesc("floodgate_envoy_from_memory_total",
+		"Envoy descriptors answered without the store: hits on fixed-window counters known over their limit.", nil, nil)
 )
 
 // envoyCollector reads the Envoy service's counts at each scrape.
@@ -100,4 +102,5 @@ func (c envoyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(envoyRequestsDesc, prometheus.CounterValue, float64(st.Errors), "error")
 	ch <- prometheus.MustNewConstMetric(envoyShadowDesc, prometheus.CounterValue, float64(st.Shadow))
 	ch <- prometheus.MustNewConstMetric(envoyUnknownDesc, prometheus.CounterValue, float64(st.UnknownDomain))
+	ch <- prometheus.MustNewConstMetric(envoyMemoryDesc, prometheus.CounterValue, float64(st.FromMemory))
 }

@@ -111,7 +111,9 @@ Operations (on --metrics; keep it private, or set ops.auth and ops.tls):
                   floodgate_memory_evictions_total{store},
                   floodgate_config_reloads_total{config,result},
                   floodgate_snapshot_writes_total{result},
-                  floodgate_envoy_requests_total{result}, Go and process
+                  floodgate_envoy_requests_total{result},
+                  floodgate_envoy_from_memory_total,
+                  floodgate_deny_cache_{hits,fills,invalidations,...}, Go and process
   GET /healthz    200 while the process runs
   GET /readyz     200 when the store answers a peek, 503 otherwise and
                   while shutting down
