@@ -13,7 +13,8 @@ import (
 // that the garbage collector never scans a shard's slots: its state (an
 // algo.Cell's t, in word, and x; a sliding-window key's y is in the
 // shard's ys, as no other algorithm reads it), and its key in 12 bytes,
-// the words k0 and k1 (in the machine's byte order). The last byte says
+// the words k0 and k1 (little-endian: byte i of the key is bits 8i of k0
+// for i < 8, bits 8(i-8) of k1 after). k1's top byte, the last, says
 // what they hold: 0 nothing (an empty slot, so that a zeroed array is
 // empty), 1+n a key of n <= inlineMax bytes, held in the first n, longKey
 // a longer key, held in the shard's arena after its length (a uvarint),
@@ -50,14 +51,10 @@ const (
 const held = -1 << 63
 
 // marker returns the last byte of a slot's key, whose second word is k1.
-func marker(k1 uint32) byte {
-	var b [4]byte
-	binary.NativeEndian.PutUint32(b[:], k1)
-	return b[3]
-}
+func marker(k1 uint32) byte { return byte(k1 >> 24) }
 
 // deadWord is k1 of a removed key.
-var deadWord = binary.NativeEndian.Uint32([]byte{0, 0, 0, dead})
+const deadWord = dead << 24
 
 // live reports whether s holds a key.
 func (s *slot) live() bool { return s.k1 != 0 && s.k1 != deadWord }
@@ -66,14 +63,44 @@ func (s *slot) live() bool { return s.k1 != 0 && s.k1 != deadWord }
 // for a key held inline, and k1 only for a long key (k0 is its offset in
 // the arena, 0 here).
 func keyWords(h uint64, key string) (uint64, uint32) {
-	var b [12]byte
-	if len(key) > inlineMax {
-		b[8], b[9], b[10], b[11] = byte(h), byte(h>>8), byte(h>>16), longKey
-		return 0, binary.NativeEndian.Uint32(b[8:])
+	n := len(key)
+	if n > inlineMax {
+		return 0, uint32(h)&0xffffff | longKey<<24
 	}
-	copy(b[:], key)
-	b[11] = byte(len(key)) + 1
-	return binary.NativeEndian.Uint64(b[:8]), binary.NativeEndian.Uint32(b[8:])
+	if n < 8 {
+		return upTo8(key), uint32(n+1) << 24
+	}
+	return load8(key), uint32(upTo8(key[8:])) | uint32(n+1)<<24
+}
+
+// load8 returns the first 8 bytes of s, little-endian: the compiler makes
+// one load of them.
+func load8(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// load4 is load8 for 4 bytes.
+func load4(s string) uint64 {
+	_ = s[3]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
+}
+
+// upTo8 returns the bytes of s, at most 8, little-endian, without copying
+// them (a copy and a wider load back stall on store forwarding): two
+// loads that overlap where len(s) is not 4 or 8 (the bytes they share
+// land on the same bits, so or-ing them is exact).
+func upTo8(s string) uint64 {
+	switch n := len(s); {
+	case n >= 8:
+		return load8(s)
+	case n >= 4:
+		return load4(s) | load4(s[n-4:])<<(8*(n-4))
+	case n > 0:
+		return uint64(s[0]) | uint64(s[n/2])<<(8*(n/2)) | uint64(s[n-1])<<(8*(n-1))
+	}
+	return 0
 }
 
 // cell returns the state of sh's slot i, for a caller that holds the lock.
@@ -121,8 +148,8 @@ func (sh *shard) setCell(i int, c algo.Cell) {
 // keyOf returns the bytes of s's key, in buf or in sh's arena.
 func (sh *shard) keyOf(s *slot, buf *[12]byte) []byte {
 	if n := marker(s.k1); n != longKey {
-		binary.NativeEndian.PutUint64(buf[:8], s.k0)
-		binary.NativeEndian.PutUint32(buf[8:], s.k1)
+		binary.LittleEndian.PutUint64(buf[:8], s.k0)
+		binary.LittleEndian.PutUint32(buf[8:], s.k1)
 		return buf[: n-1 : n-1]
 	}
 	off, n := sh.arenaKey(s)

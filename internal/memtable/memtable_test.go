@@ -1,6 +1,7 @@
 package memtable
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -300,5 +301,34 @@ func TestLongKeysSharingHashBits(t *testing.T) {
 func TestSlotBytes(t *testing.T) {
 	if n := unsafe.Sizeof(slot{}); n != 24 {
 		t.Fatalf("a slot takes %d bytes, want 24", n)
+	}
+}
+
+// TestKeyWords checks the words of every inline key length against the
+// layout the slot's doc gives (byte i of the key at bits 8i of k0, then of
+// k1, 1+len in k1's top byte), and that keyOf gives the key back.
+func TestKeyWords(t *testing.T) {
+	var sh shard
+	for n := 0; n <= inlineMax; n++ {
+		for _, fill := range []byte{0x00, 0x5a, 0xff} {
+			key := make([]byte, n)
+			for i := range key {
+				key[i] = fill ^ byte(i*37+n)
+			}
+			var b [12]byte
+			copy(b[:], key)
+			b[11] = byte(n + 1)
+			w0, w1 := keyWords(0, string(key))
+			if want0, want1 := binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint32(b[8:]); w0 != want0 || w1 != want1 {
+				t.Fatalf("key %x: words %#x %#x, want %#x %#x", key, w0, w1, want0, want1)
+			}
+			var buf [12]byte
+			if got := sh.keyOf(&slot{k0: w0, k1: w1}, &buf); string(got) != string(key) {
+				t.Fatalf("key %x: keyOf gives %x", key, got)
+			}
+		}
+	}
+	if _, w1 := keyWords(0xabcdef12, "a key longer than eleven bytes"); w1 != 0xffcdef12 || marker(w1) != longKey {
+		t.Fatalf("a long key's k1 is %#x, want 0xffcdef12", w1)
 	}
 }
