@@ -11,9 +11,6 @@ import (
 	"github.com/floodgate/floodgate/clock"
 )
 
-// NumKeys is the number of keys of the keyed scenarios.
-const NumKeys = 1_000_000
-
 // benchKeys returns the keyed scenarios' keys, "user:0" to "user:999999",
 // made once per process so that neither their making nor their memory is
 // measured.
@@ -225,11 +222,12 @@ func settledHeap() uint64 {
 // 1,000,000 keys (PerUser quota), per key (B/key), measured by settledHeap
 // before and after; the key strings exist before and after, so are not
 // counted (a peer that copies them is charged for its copies). ns/op is the
-// time to make the limiter and touch the 1,000,000 keys.
+// time to make the limiter and touch the 1,000,000 keys. Every keyed peer
+// but the floor (Peer.Floor).
 func BenchmarkMemory(b *testing.B) {
 	keys := benchKeys()
 	for _, p := range Peers {
-		if !p.Keyed {
+		if !p.Keyed || p.Floor {
 			continue
 		}
 		b.Run(p.Name, func(b *testing.B) {

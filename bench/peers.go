@@ -71,6 +71,11 @@ type Peer struct {
 	// Denies is false for a limiter that never denies (it paces callers
 	// instead): it runs only in the mostly-allowed scenarios.
 	Denies bool
+	// Floor is true for a pseudo-peer that is no limiter but the least
+	// work any exact keyed limiter does per decision (newFloor): it runs
+	// in the scenarios that time decisions, not in BenchmarkMemory, where
+	// its bytes per key would mean nothing.
+	Floor bool
 	// Note is printed beside the peer's figures.
 	Note string
 	New  func(Quota) Limiter
@@ -79,6 +84,9 @@ type Peer struct {
 // Peers lists floodgate first, then its peers.
 var Peers = []Peer{
 	{Name: "floodgate", Keyed: true, Denies: true, New: newFloodgate},
+	{Name: "floor", Keyed: true, Denies: true, Floor: true, New: newFloor,
+		Note: "not a limiter: floodgate's clock read, a maphash of the key and a CAS on one word per bucket of 2^20, " +
+			"keys sharing a bucket conflated; the least work of any exact keyed limiter"},
 	{Name: "floodgate-coarse", Keyed: false, Denies: true, New: newFloodgateCoarse,
 		Note: "floodgate with clock.Coarse (1ms): one atomic load per clock read, decisions up to 1ms off; one-key scenarios only"},
 	{Name: "xrate", Keyed: true, Denies: true, New: newXRateKeyed,
@@ -105,23 +113,29 @@ type floodgateLimiter struct {
 	stop func() // stops a clock.Coarse
 }
 
+// NumKeys is the number of keys of the keyed scenarios.
+const NumKeys = 1_000_000
+
 // MaxKeys bounds floodgate's memory store above the 1,000,000 keys of the
 // keyed scenarios, so that none is evicted.
 const MaxKeys = 4 << 20
 
-func newFloodgate(q Quota) Limiter {
-	var p algo.Policy
+// floodgatePolicy returns the token bucket that floodgate (and the floor)
+// is given for q.
+func floodgatePolicy(q Quota) algo.Policy {
 	switch q {
 	case High:
-		p = algo.MustParsePolicy("token-bucket 1000000000/1h")
+		return algo.MustParsePolicy("token-bucket 1000000000/1h")
 	case Low:
-		p = algo.MustParsePolicy("token-bucket 10/1h")
+		return algo.MustParsePolicy("token-bucket 10/1h")
 	case PerUser:
-		p = algo.MustParsePolicy("token-bucket 1000/24h")
-	default:
-		panic(fmt.Sprint("bench: unknown quota ", q))
+		return algo.MustParsePolicy("token-bucket 1000/24h")
 	}
-	return floodgateLimiter{l: floodgate.Must(floodgate.NewLimiter(p, floodgate.WithMaxKeys(MaxKeys)))}
+	panic(fmt.Sprint("bench: unknown quota ", q))
+}
+
+func newFloodgate(q Quota) Limiter {
+	return floodgateLimiter{l: floodgate.Must(floodgate.NewLimiter(floodgatePolicy(q), floodgate.WithMaxKeys(MaxKeys)))}
 }
 
 // newFloodgateCoarse is newFloodgate on a clock.Coarse of 1ms.
