@@ -8,21 +8,22 @@ import (
 	"github.com/floodgate/floodgate/bench"
 )
 
-// A Floor is a peer's serial one-key median less the median of its clock
-// read (bench.ClockReads) in the same run: what it spends above the clock.
-type Floor struct {
+// An AboveClock is a peer's serial one-key median beside the median of its
+// clock read (bench.ClockReads) in the same run: what it spends above the
+// clock.
+type AboveClock struct {
 	Scenario, Peer, Clock string
 	Median, Read          float64 // ns/op medians: the decision's, the clock read's
 }
 
 // Above returns what the peer spends above its clock read, in ns.
-func (f Floor) Above() float64 { return f.Median - f.Read }
+func (a AboveClock) Above() float64 { return a.Median - a.Read }
 
-// Floors returns the floors of every peer with a known clock read in each
-// serial one-key scenario, when the run measured that read
+// AboveClocks returns what every peer with a known clock read spends above
+// it in each serial one-key scenario, when the run measured that read
 // (bench.ClockScenario).
-func Floors(s *Summary) []Floor {
-	var out []Floor
+func AboveClocks(s *Summary) []AboveClock {
+	var out []AboveClock
 	for _, sc := range s.Scenarios {
 		if !strings.HasPrefix(sc, "OneKey/") || !strings.HasSuffix(sc, "/serial") {
 			continue
@@ -35,19 +36,19 @@ func Floors(s *Summary) []Floor {
 			v, ok1 := s.Median(sc, p, "ns/op")
 			read, ok2 := s.Median(bench.ClockScenario, clock, "ns/op")
 			if ok1 && ok2 {
-				out = append(out, Floor{sc, p, clock, v, read})
+				out = append(out, AboveClock{sc, p, clock, v, read})
 			}
 		}
 	}
 	return out
 }
 
-// printFloors writes the floors, if there are any.
-func printFloors(w io.Writer, s *Summary) {
+// printAboveClocks writes AboveClocks, if there are any.
+func printAboveClocks(w io.Writer, s *Summary) {
 	rows := [][]string{{"scenario", "peer", "clock", "ns/op", "clock ns/op", "above the clock"}}
-	for _, f := range Floors(s) {
-		rows = append(rows, []string{f.Scenario, f.Peer, f.Clock,
-			FormatValue(f.Median), FormatValue(f.Read), FormatValue(f.Above())})
+	for _, a := range AboveClocks(s) {
+		rows = append(rows, []string{a.Scenario, a.Peer, a.Clock,
+			FormatValue(a.Median), FormatValue(a.Read), FormatValue(a.Above())})
 	}
 	if len(rows) == 1 {
 		return

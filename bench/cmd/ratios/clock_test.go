@@ -21,23 +21,23 @@ BenchmarkClock/floodgate-2                   	30000000	        29 ns/op
 BenchmarkClock/floodgate-2                   	30000000	        31 ns/op
 `
 
-func TestFloors(t *testing.T) {
+func TestAboveClocks(t *testing.T) {
 	rs, err := Parse(strings.NewReader(clockRun))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := Floors(Summarise(rs))
+	got := AboveClocks(Summarise(rs))
 	// Serial scenarios only, peers with a known clock only.
-	want := []Floor{
+	want := []AboveClock{
 		{"OneKey/allowed/serial", "floodgate", "floodgate", 75, 30},
 		{"OneKey/allowed/serial", "xrate", "time.Now", 109, 55},
 	}
 	if len(got) != len(want) {
-		t.Fatalf("floors %+v, want %+v", got, want)
+		t.Fatalf("above the clock %+v, want %+v", got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
-			t.Errorf("floor %d: %+v, want %+v", i, got[i], want[i])
+			t.Errorf("above the clock %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
 	if a := got[0].Above(); math.Abs(a-45) > 1e-9 {

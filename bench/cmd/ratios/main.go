@@ -143,7 +143,7 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 	printRatios(w, s, base)
 	printCommands(w, s)
 	printOverheads(w, s)
-	printFloors(w, s)
+	printAboveClocks(w, s)
 	printMedians(w, s, base)
 	peers, warnings := peersAndWarnings(s)
 	fmt.Fprintf(w, "\nPeers\n")
