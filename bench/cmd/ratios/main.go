@@ -144,6 +144,7 @@ func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 	printCommands(w, s)
 	printOverheads(w, s)
 	printAboveClocks(w, s)
+	printFloors(w, s, base)
 	printMedians(w, s, base)
 	peers, warnings := peersAndWarnings(s)
 	fmt.Fprintf(w, "\nPeers\n")
