@@ -85,7 +85,8 @@ fuzz: check-go
 ## (module bench/, 6 runs each, in memory, on a Redis it starts, as middleware and as a service, and as a service on
 ## that Redis beside envoyproxy/ratelimit; then Gubernator from module bench/gubernator, which cannot build beside
 ## floodgate; 30-45 minutes) into bench/bench.txt, each summarised with benchstat when
-## it is installed, then floodgate/peer ratios of the medians; BENCHCOUNT and BENCHTIME set -count and -benchtime
+## it is installed, then floodgate/peer ratios of the medians and floodgate's distance above the floor (bench's
+## pseudo-peer "floor", the least work of any exact keyed limiter); BENCHCOUNT and BENCHTIME set -count and -benchtime
 bench: check-go
 	$(GO) test -run '^$$' -bench . -benchmem -count $(or $(BENCHCOUNT),10) $(if $(BENCHTIME),-benchtime $(BENCHTIME)) ./... | tee bench.txt
 	@bs=$$(command -v benchstat || echo "$$($(GO) env GOPATH)/bin/benchstat"); \
