@@ -197,6 +197,9 @@
 // last 500 ms, since a PING's answer comes after every invalidation of
 // a write Redis carried out before it. A connection that breaks or falls
 // silent for a second drops the whole cache, and a new one starts empty.
+// A server that refuses to set tracking up (an ACL without CLIENT, a
+// Redis before 6, without RESP3) never has the cache answer: the
+// decisions all go to Redis.
 // A key is answered only until the instant Redis may expire it (its
 // PTTL). With Redis's clock (the default), the script decides at Redis's
 // time, whatever the caller's; so does the cache, at Redis's clock as

@@ -153,17 +153,25 @@ func (t *tracker) handshake(conn net.Conn, r *bufio.Reader) error {
 		hello = append(hello, "AUTH", cmpOr(user, "default"), pass)
 	}
 	w := bufio.NewWriter(conn)
-	writeCommand(w, hello...)
-	writeCommand(w, "CLIENT", "SETNAME", "floodgate-tracking")
-	writeCommand(w, "CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", t.prefix)
+	cmds := [][]string{hello, {"CLIENT", "SETNAME", "floodgate-tracking"},
+		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", t.prefix}}
+	for _, cmd := range cmds {
+		writeCommand(w, cmd...)
+	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	for range 3 {
-		if _, push, err := readValue(r); err != nil {
+	for _, cmd := range cmds {
+		v, push, err := readValue(r)
+		switch e, refused := v.(replyError); {
+		case err != nil:
 			return fmt.Errorf("setting up tracking: %w", err)
-		} else if push != nil {
+		case push != nil:
 			return errors.New("setting up tracking: a push before tracking was on")
+		case refused:
+			// Without tracking no invalidation would come: the cache
+			// must not serve on this connection.
+			return fmt.Errorf("setting up tracking: %s %s: %w", cmd[0], cmd[1], e)
 		}
 	}
 	return nil
