@@ -26,7 +26,11 @@ func (s *Store) CacheStats() store.CacheStats {
 	c.mu.RLock()
 	entries, bytes := int64(len(c.m)), c.bytes
 	c.mu.RUnlock()
-	return c.Stats(entries, bytes, c.max, c.isLive())
+	st := c.Stats(entries, bytes, c.max, c.isLive())
+	if !st.Live {
+		st.Err = c.err()
+	}
+	return st
 }
 
 // entryBytes is what the bound counts for a key besides its name's bytes:
@@ -48,8 +52,11 @@ type denyCache struct {
 	// the monotonic clock.
 	base  time.Time
 	fills chan struct{}
-	start sync.Once
-	tr    atomic.Pointer[tracker] // off a Cluster, the one tracker, once started
+	// redialAfter is time.After, with which the trackers wait to redial; tests
+	// replace it.
+	redialAfter func(time.Duration) <-chan time.Time
+	start       sync.Once
+	tr          atomic.Pointer[tracker] // off a Cluster, the one tracker, once started
 
 	trMu     sync.Mutex
 	trackers map[*redis.Client]*tracker // on a Cluster, by master (trackerOf)
@@ -77,7 +84,8 @@ type entry struct {
 }
 
 func newDenyCache(s *Store, maxBytes int64) *denyCache {
-	return &denyCache{s: s, max: maxBytes, base: time.Now(), fills: make(chan struct{}, maxFills), m: make(map[string]*entry)}
+	return &denyCache{s: s, max: maxBytes, base: time.Now(), fills: make(chan struct{}, maxFills),
+		m: make(map[string]*entry), redialAfter: time.After}
 }
 
 // mono returns the monotonic time since base.

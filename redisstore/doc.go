@@ -199,7 +199,10 @@
 // silent for a second drops the whole cache, and a new one starts empty.
 // A server that refuses to set tracking up (an ACL without CLIENT, a
 // Redis before 6, without RESP3) never has the cache answer: the
-// decisions all go to Redis.
+// decisions all go to Redis, Store.CacheStats reports Live false with
+// the server's error in Err, and the connection is tried again after
+// 100 ms, then after waits that double up to 5 s (back to 100 ms once a
+// connection has been live), rather than ten times a second.
 // A key is answered only until the instant Redis may expire it (its
 // PTTL). With Redis's clock (the default), the script decides at Redis's
 // time, whatever the caller's; so does the cache, at Redis's clock as

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"runtime"
+	"time"
 
 	"github.com/floodgate/floodgate/store"
 )
@@ -41,3 +42,9 @@ func Hold(s *Store, t store.Table, key string) {
 // EntryBytes is what the deny cache's bound counts for a key besides its
 // name's bytes.
 const EntryBytes = entryBytes
+
+// SetRedialAfter makes s's trackers wait to redial on after instead of
+// time.After; call it before s's first decision.
+func SetRedialAfter(s *Store, after func(time.Duration) <-chan time.Time) {
+	s.cache.redialAfter = after
+}

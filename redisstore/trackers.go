@@ -83,6 +83,16 @@ func (c *denyCache) isLive() bool {
 	return len(trs) > 0
 }
 
+// err returns why a tracker that is not live is not, the first one known.
+func (c *denyCache) err() error {
+	for _, tr := range c.all() {
+		if e := tr.err.Load(); e != nil && !tr.isLive() {
+			return *e
+		}
+	}
+	return nil
+}
+
 // Sync waits until the store's deny cache has applied every invalidation
 // of a write that Redis carried out before the call: for tests that
 // write in one process and decide in another. On a Cluster it first

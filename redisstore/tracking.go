@@ -18,12 +18,16 @@ import (
 // The tracking connection's timing: a PING every heartbeat, answered
 // within deadTimeout or the connection is taken for dead; the cache
 // serves only while a PONG answered a PING sent within liveHorizon (see
-// the package documentation, "Cached denials").
+// the package documentation, "Cached denials"). A connection that ends
+// is dialled again after redialWait, doubled after each one in a row
+// that never went live (a server down, or refusing to track: an ACL, no
+// RESP3), up to maxRedialWait.
 const (
-	heartbeat   = 100 * time.Millisecond
-	liveHorizon = 500 * time.Millisecond
-	deadTimeout = time.Second
-	redialWait  = 100 * time.Millisecond
+	heartbeat     = 100 * time.Millisecond
+	liveHorizon   = 500 * time.Millisecond
+	deadTimeout   = time.Second
+	redialWait    = 100 * time.Millisecond
+	maxRedialWait = 5 * time.Second
 )
 
 // A tracker holds the deny cache's connection to one Redis server (on a
@@ -44,6 +48,8 @@ type tracker struct {
 	prefix    string
 	stop      context.CancelFunc
 	done      chan struct{}
+	// err is why the last connection ended or was refused.
+	err atomic.Pointer[error]
 
 	mu      sync.Mutex
 	conn    net.Conn
@@ -93,20 +99,28 @@ func (t *tracker) close() {
 	<-t.done
 }
 
-// run keeps a tracking connection up until ctx ends.
+// run keeps a tracking connection up until ctx ends, redialling after
+// each one ends (see redialWait).
 func (t *tracker) run(ctx context.Context) {
 	defer close(t.done)
+	wait := redialWait
 	for ctx.Err() == nil {
+		before := t.liveUntil.Load()
 		err := t.session(ctx)
+		wentLive := t.liveUntil.Load() != before // the server tracked
 		t.c.flush(t, false)
 		if ctx.Err() != nil {
 			return
 		}
-		_ = err // a lost connection: the cache is dropped, and a new one is made
+		t.err.Store(&err)
+		if wentLive {
+			wait = redialWait
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(redialWait):
+		case <-t.c.redialAfter(wait):
 		}
+		wait = min(2*wait, maxRedialWait)
 	}
 }
 

@@ -28,6 +28,11 @@ type CacheStats struct {
 	Evictions uint64
 	// Live reports whether the cache may answer now.
 	Live bool
+	// Err, when the cache may not answer (Live false), is why, if the
+	// store knows: the error that ended a Redis tracking connection or
+	// that the server gave when asked to set one up (an ACL's NOPERM, a
+	// server without RESP3).
+	Err error
 }
 
 // CacheCounts are the counters of a store's deny cache, safe for
