@@ -57,7 +57,7 @@ var floodPolicy = fmt.Sprintf("token-bucket %d/%s", FloodLimit, FloodPeriod)
 // by default, and
 // "floodgate-nocache" the same without it.
 var FloodRedisPeers = []RedisPeer{
-	{Name: "floodgate", New: floodgateOnRedis(floodPolicy, redisstore.WithDenyCache(redisstore.DefaultDenyCacheBytes))},
+	{Name: "floodgate", New: floodgateOnRedis(floodPolicy, redisstore.WithDenyCache(server.DefaultDenyCacheBytes))},
 	{Name: "floodgate-nocache", New: floodgateOnRedis(floodPolicy)},
 	{Name: "redis_rate", New: redisRate(redis_rate.Limit{Rate: FloodLimit, Burst: FloodLimit, Period: FloodPeriod})},
 }

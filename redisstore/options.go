@@ -119,10 +119,6 @@ func WithTimeout(d time.Duration) Option {
 	})
 }
 
-// DefaultDenyCacheBytes is the bound that floodgate serve gives its deny
-// cache unless told otherwise: room for about 200,000 keys.
-const DefaultDenyCacheBytes = 32 << 20
-
 // WithDenyCache gives the store a local cache of denied keys' states,
 // bounded to maxBytes bytes, from which it answers, exactly and without
 // Redis, every later decision that the state Redis holds would deny: a

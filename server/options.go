@@ -72,8 +72,8 @@ type Options struct {
 	MaxMemoryBytes int64
 	// DenyCacheBytes bounds the cache of denied keys of a Redis or file
 	// store (storeurl.WithDenyCache), which answers floods over the limit
-	// without Redis or a transaction; 0 means
-	// redisstore.DefaultDenyCacheBytes, negative means no cache.
+	// without Redis or a transaction; 0 means DefaultDenyCacheBytes,
+	// negative means no cache.
 	DenyCacheBytes int64
 	// SnapshotFile is the memory store's snapshot, ahead of the
 	// configuration's; "off" means none. DefaultSnapshotFile is used
@@ -108,3 +108,8 @@ type Options struct {
 	// /readyz tells when it does).
 	Listening func(name string, addr net.Addr)
 }
+
+// DefaultDenyCacheBytes is the bound that floodgate serve gives the deny
+// cache of a Redis or file store unless told otherwise: room for about
+// 200,000 keys on Redis.
+const DefaultDenyCacheBytes = 32 << 20

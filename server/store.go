@@ -10,7 +10,6 @@ import (
 	"github.com/floodgate/floodgate/failsafe"
 
 	"github.com/floodgate/floodgate/memstore"
-	"github.com/floodgate/floodgate/redisstore"
 
 	"github.com/floodgate/floodgate/storeurl"
 )
@@ -43,7 +42,7 @@ func (in *instance) openStore() error {
 	}
 	var opts []storeurl.Option
 	if n := in.o.DenyCacheBytes; n >= 0 {
-		opts = append(opts, storeurl.WithDenyCache(cmp.Or(n, redisstore.DefaultDenyCacheBytes)))
+		opts = append(opts, storeurl.WithDenyCache(cmp.Or(n, DefaultDenyCacheBytes)))
 	}
 	s, closer, err := storeurl.Open(url, opts...)
 	if err != nil {

@@ -308,7 +308,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.DurationVar(&o.envoyFlushEvery, "envoy-flush-interval", envoyrls.DefaultFlushInterval, "")
 	fs.TextVar(&o.envoyHeaders, "envoy-response-headers", envoyrls.NoHeaders, "")
 	fs.Int64Var(&o.maxMemory, "max-memory", 0, "")
-	fs.Int64Var(&o.denyCache, "deny-cache", redisstore.DefaultDenyCacheBytes, "")
+	fs.Int64Var(&o.denyCache, "deny-cache", server.DefaultDenyCacheBytes, "")
 	fs.StringVar(&o.snapshot, "snapshot", "", "")
 	fs.DurationVar(&o.snapshotEvery, "snapshot-interval", server.DefaultSnapshotInterval, "")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "")
