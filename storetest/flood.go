@@ -35,6 +35,7 @@ type Flood struct {
 	rng     *rand.Rand
 	st      store.Store
 	mem     store.Store
+	pols    []string // the policies drawn from
 	pol     algo.Policy
 	unit    int64       // the cost of one unit of the trace: 1, or a quarter of a burst above 2^32
 	ts, tm  store.Table // the store's table, memory's
@@ -49,9 +50,14 @@ type Flood struct {
 }
 
 // NewFlood returns the Flood of seed on st, starting at t0 plus seed
-// milliseconds.
+// milliseconds, drawing its policies from FloodPolicies.
 func NewFlood(t testing.TB, st store.Store, seed uint64, t0 int64) *Flood {
-	f := &Flood{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, 7)), st: st, mem: memstore.New(0),
+	return NewFloodOf(t, st, seed, t0, FloodPolicies)
+}
+
+// NewFloodOf is NewFlood drawing its policies from pols.
+func NewFloodOf(t testing.TB, st store.Store, seed uint64, t0 int64, pols []string) *Flood {
+	f := &Flood{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, 7)), st: st, mem: memstore.New(0), pols: pols,
 		now: t0 + int64(seed)*1e6, stampsS: map[string]algo.Stamp{}, stampsM: map[string]algo.Stamp{}}
 	f.reload()
 	return f
@@ -59,7 +65,7 @@ func NewFlood(t testing.TB, st store.Store, seed uint64, t0 int64) *Flood {
 
 // reload swaps the limiter's tables for a policy drawn anew.
 func (f *Flood) reload() {
-	f.pol = algo.MustParsePolicy(FloodPolicies[f.rng.IntN(len(FloodPolicies))])
+	f.pol = algo.MustParsePolicy(f.pols[f.rng.IntN(len(f.pols))])
 	f.unit = 1
 	if f.pol.Burst() > 1<<32 {
 		f.unit = f.pol.Burst() / 4
