@@ -297,3 +297,89 @@ func TestDenyCacheWindow(t *testing.T) {
 	t.Logf("invalidation window over %d trials: from the write sent, median %v, max %v; from its reply, median %v, max %v",
 		len(windows), windows[len(windows)/2], windows[len(windows)-1], afterAck[len(afterAck)/2], afterAck[len(afterAck)-1])
 }
+
+// The bound's count of an entry of a sliding log, EntryBytes plus its
+// key plus its log, is at least what the heap holds for it, for logs of
+// 1 to 100 entries.
+func TestDenyCacheSlidingLogBytes(t *testing.T) {
+	for _, entries := range []int{1, 5, 100} {
+		t.Run(fmt.Sprint(entries), func(t *testing.T) {
+			s := cachedStore(t, testClient(t), fmt.Sprintf("logbytes%d:", prefixes.Add(1)), redisstore.WithDenyCache(1<<30))
+			tb, _ := s.Table("bytes", algo.MustParsePolicy("sliding-log 100/1h"))
+			// The log as lua/log.lua keeps it: h, c, u and "T N" at each
+			// entry's index.
+			h := map[string]string{"h": "7", "c": fmt.Sprint(entries), "u": fmt.Sprint(entries)}
+			for i := range entries {
+				h[fmt.Sprint(7+i)] = fmt.Sprint(cacheT0+int64(i)*1e6, " 1")
+			}
+			// Redis keys of 48 bytes, a size class of the heap's: the
+			// bound counts a key's bytes at its length.
+			const n = 10_000
+			width := 48 - len(redisstore.KeyOf(tb, "user-"))
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("user-%0*d", width, i)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for _, k := range keys {
+				if err := redisstore.HoldLog(s, tb, k, h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			heap := float64(after.HeapAlloc-before.HeapAlloc) / n
+			counted := float64(s.CacheStats().Bytes) / n
+			t.Logf("%d entries of logs of %d entries: %.1f bytes each on the heap, %.1f counted (keys of %d bytes in Redis)",
+				n, entries, heap, counted, len(redisstore.KeyOf(tb, keys[0])))
+			if heap > counted {
+				t.Errorf("an entry takes %.1f bytes on the heap, more than the %.1f the bound counts", heap, counted)
+			}
+			runtime.KeepAlive(keys)
+		})
+	}
+}
+
+// A cache bounded to fit one log of 50 entries, and not two, keeps one
+// after denials on two such keys, and none of a log too big for it: its
+// bytes never pass the bound.
+func TestDenyCacheSlidingLogBound(t *testing.T) {
+	c := testClient(t)
+	const max = 1300 // a log of 50 entries: a ring of 64 (1,072 bytes), the entry, the key
+	s := cachedStore(t, c, fmt.Sprintf("logbound%d:", prefixes.Add(1)), redisstore.WithDenyCache(max))
+	tb, _ := s.Table("b", algo.MustParsePolicy("sliding-log 50/1h"))
+	big, _ := s.Table("big", algo.MustParsePolicy("sliding-log 100/1h"))
+	ctx := context.Background()
+	fill := func(tb store.Table, key string, n int) {
+		t.Helper()
+		for i := range n {
+			tb.Decide(ctx, key, cacheT0+int64(i), 1)
+		}
+		// The admissions' invalidations, which would drop a fill begun
+		// before they arrive, are in.
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := tb.Decide(ctx, key, cacheT0+int64(n), 1); err != nil || d.Allowed {
+			t.Fatalf("%s: %+v %v, want a denial", key, d, err)
+		}
+		redisstore.WaitFills(s)
+		if st := s.CacheStats(); st.Bytes > max {
+			t.Fatalf("after %s: the cache counts %d bytes, more than its bound %d", key, st.Bytes, max)
+		}
+	}
+	fill(tb, "a", 50)
+	if !redisstore.Cached(s, tb, "a") {
+		t.Skip("the fill did not hold: a heartbeat overtook it") // the machine is too loaded to test
+	}
+	fill(tb, "b", 50)
+	if st := s.CacheStats(); st.Entries != 1 || !redisstore.Cached(s, tb, "b") {
+		t.Errorf("after two logs of 50 entries: %+v, b cached %v; want b alone", st, redisstore.Cached(s, tb, "b"))
+	}
+	fill(big, "c", 100)
+	if redisstore.Cached(s, big, "c") {
+		t.Errorf("a log of 100 entries is cached in a cache of %d bytes: %+v", max, s.CacheStats())
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,9 +35,10 @@ func (s *Store) CacheStats() store.CacheStats {
 	return st
 }
 
-// entryBytes is what the bound counts for a key besides its name's bytes:
-// the map's slot, the entry and the key's string header, as measured on
-// the heap (TestDenyCacheBytes).
+// entryBytes is what the bound counts for a key besides its name's bytes
+// and, for a sliding log, its log (algo.State.LogSize): the map's slot,
+// the entry and the key's string header, as measured on the heap
+// (TestDenyCacheBytes).
 const entryBytes = 144
 
 // maxFills bounds the fills under way at once; a denial that finds them
@@ -74,7 +77,8 @@ type entry struct {
 	t       *table
 	tr      *tracker // whose invalidations the entry relies on
 	pending bool
-	state   algo.State
+	size    int64      // the bytes the bound counts for the entry
+	state   algo.State // a sliding log's ring is shared by its readers: never written
 	// offset turns the monotonic clock (ns since base) into Redis's
 	// (server mode): the latest Redis's clock can be at an instant.
 	offset int64
@@ -143,7 +147,7 @@ func (c *denyCache) invalidate(keys []any) {
 // remove deletes key's entry e; c.mu is held.
 func (c *denyCache) remove(key string, e *entry) {
 	delete(c.m, key)
-	c.bytes -= entryBytes + int64(len(key))
+	c.bytes -= e.size
 }
 
 // drop deletes the entry of key in t, which an op of this process may
@@ -168,9 +172,6 @@ func (c *denyCache) drop(t *table, key string) {
 // cache: ok is false when the cache holds no state for it, is not live,
 // or the state would admit (which only Redis may).
 func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision, err error, ok bool) {
-	if t.policy.Algorithm() == algo.SlidingLog {
-		return d, nil, false
-	}
 	var buf [128]byte
 	k := t.appendRedisKey(buf[:0], key)
 	c.mu.RLock()
@@ -189,6 +190,9 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 	if !c.s.cfg.callerTime {
 		now = now0 + offset // Redis's clock, as Redis would decide
 	}
+	if wouldAdmit(&t.policy, &st, now, n) {
+		return d, nil, false
+	}
 	d, err = t.policy.Decide(&st, now, n)
 	switch {
 	case err != nil && !isCostExceedsBurst(err):
@@ -202,13 +206,24 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 	return d, err, true
 }
 
+// wouldAdmit reports whether p admits n units at now on st, a sliding
+// log, whose ring st shares with its entry's readers and which Decide
+// writes when, and only when, it admits: a peek, which writes nothing,
+// tells, since a log admits n > 0 units exactly when n is at most a
+// peek's Remaining. For the other algorithms, whose states the cache
+// copies whole, it returns false.
+func wouldAdmit(p *algo.Policy, st *algo.State, now, n int64) bool {
+	if p.Algorithm() != algo.SlidingLog {
+		return false
+	}
+	peek, _ := p.Decide(st, now, 0)
+	return n > 0 && n <= peek.Remaining
+}
+
 // denied starts a fill of key's state in t after Redis denied an op on
 // it, unless the cache holds the key already, is not live, or the bound
 // and the fills under way leave no room.
 func (c *denyCache) denied(t *table, key string) {
-	if t.policy.Algorithm() == algo.SlidingLog {
-		return
-	}
 	k := t.redisKey(key)
 	size := entryBytes + int64(len(k))
 	if size > c.max {
@@ -234,7 +249,7 @@ func (c *denyCache) denied(t *table, key string) {
 		return
 	}
 	c.evictFor(size)
-	e := &entry{t: t, tr: tr, pending: true}
+	e := &entry{t: t, tr: tr, pending: true, size: size}
 	c.m[k] = e
 	c.bytes += size
 	c.mu.Unlock()
@@ -266,11 +281,16 @@ func (c *denyCache) fill(key string, e *entry) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.timeout)
 	defer cancel()
 	sent := time.Now()
-	var get *redis.StringCmd
+	var get redis.Cmder
 	var ttl *redis.DurationCmd
 	var clock *redis.TimeCmd
 	_, err := e.tr.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		get, ttl = p.Get(ctx, key), p.PTTL(ctx, key)
+		if e.t.policy.Algorithm() == algo.SlidingLog {
+			get = p.HGetAll(ctx, key)
+		} else {
+			get = p.Get(ctx, key)
+		}
+		ttl = p.PTTL(ctx, key)
 		if !c.s.cfg.callerTime {
 			clock = p.Time(ctx)
 		}
@@ -280,17 +300,11 @@ func (c *denyCache) fill(key string, e *entry) {
 		c.abandon(key, e)
 		return
 	}
-	v, err := get.Result()
-	var st algo.State
-	if err == nil {
-		st, err = stateOf(e.t.policy.Algorithm(), v)
-	} else if err == redis.Nil && !c.s.cluster {
-		// No key: the initial state. On a Cluster an absent key is not
-		// kept: a slot that moves drops only the entries of the keys
+	st, found, err := stateIn(e.t.policy.Algorithm(), get)
+	if err != nil || !found && c.s.cluster {
+		// No key is the initial state; but on a Cluster an absent key is
+		// not kept: a slot that moves drops only the entries of the keys
 		// that its old master held (the migration's deletions).
-		err = nil
-	}
-	if err != nil {
 		c.abandon(key, e)
 		return
 	}
@@ -305,12 +319,28 @@ func (c *denyCache) fill(key string, e *entry) {
 		// Redis read its clock after sent; TIME has microseconds.
 		offset = clock.Val().UnixNano() + int64(time.Microsecond) - int64(sent.Sub(c.base))
 	}
+	c.keep(key, e, st, offset, until)
+}
+
+// keep makes e, the pending entry of key, hold st, unless e was dropped
+// meanwhile. A log's bytes are known only now: e is counted anew, room
+// made for it, or it goes when it cannot fit.
+func (c *denyCache) keep(key string, e *entry, st algo.State, offset, until int64) {
 	c.mu.Lock()
-	if c.m[key] == e {
-		e.state, e.offset, e.until, e.pending = st, offset, until, false
-		c.Fills.Add(1)
+	defer c.mu.Unlock()
+	if c.m[key] != e {
+		return
 	}
-	c.mu.Unlock()
+	c.remove(key, e)
+	size := entryBytes + int64(len(key)) + int64(st.LogSize())
+	if size > c.max {
+		return
+	}
+	c.evictFor(size)
+	e.state, e.offset, e.until, e.pending, e.size = st, offset, until, false, size
+	c.m[key] = e
+	c.bytes += size
+	c.Fills.Add(1)
 }
 
 // abandon drops e, a fill that failed.
@@ -320,6 +350,71 @@ func (c *denyCache) abandon(key string, e *entry) {
 		c.remove(key, e)
 	}
 	c.mu.Unlock()
+}
+
+// stateIn returns the state in get, the fill's read of a key of a table
+// of algorithm a (GET, or HGETALL for a sliding log), and whether the
+// key was there.
+func stateIn(a algo.Algorithm, get redis.Cmder) (st algo.State, found bool, err error) {
+	switch get := get.(type) {
+	case *redis.StringCmd:
+		v, err := get.Result()
+		if err == redis.Nil {
+			return st, false, nil
+		} else if err != nil {
+			return st, false, err
+		}
+		st, err = stateOf(a, v)
+		return st, true, err
+	case *redis.MapStringStringCmd:
+		h, err := get.Result()
+		if err != nil || len(h) == 0 {
+			return st, false, err
+		}
+		st, err = logOf(h)
+		return st, true, err
+	}
+	return st, false, fmt.Errorf("redisstore: a read of %T", get)
+}
+
+// logOf returns the state in h, a sliding log's Redis hash (lua/log.lua:
+// fields h, c and u, the index of the oldest entry, the number of entries
+// and their units, and "T N" at each entry's index): an error wrapping
+// ErrCorrupt for anything else.
+func logOf(h map[string]string) (algo.State, error) {
+	var st algo.State
+	head, err1 := strconv.ParseUint(h["h"], 10, 53)
+	count, err2 := strconv.ParseUint(h["c"], 10, 53)
+	units, err3 := strconv.ParseUint(h["u"], 10, 53)
+	if errors.Join(err1, err2, err3) != nil || uint64(len(h)) != 3+count {
+		return st, fmt.Errorf("%w: a sliding log of %d fields", ErrCorrupt, len(h))
+	}
+	// algo's encoding: its version byte, the algorithm, the number of
+	// entries, then each as its gap from the one before and its units,
+	// varints.
+	b, _ := st.MarshalBinary()
+	b = append(b[:1], byte(algo.SlidingLog))
+	b = binary.AppendUvarint(b, count)
+	var prev, sum uint64
+	for i := range count {
+		v := h[strconv.FormatUint(head+i, 10)]
+		ts, ns, _ := strings.Cut(v, " ")
+		t, err1 := strconv.ParseUint(ts, 10, 63)
+		n, err2 := strconv.ParseUint(ns, 10, 53)
+		if sum += n; err1 != nil || err2 != nil || t < prev || sum > maxExact {
+			return st, fmt.Errorf("%w: sliding-log entry %d is %q", ErrCorrupt, head+i, v)
+		}
+		b = binary.AppendUvarint(b, t-prev)
+		b = binary.AppendUvarint(b, n)
+		prev = t
+	}
+	if sum != units {
+		return st, fmt.Errorf("%w: a sliding log of %d units whose entries hold %d", ErrCorrupt, units, sum)
+	}
+	if err := st.UnmarshalBinary(b); err != nil {
+		return st, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return st, nil
 }
 
 // stateOf returns the state in v, a bucket's or window's Redis value

@@ -14,6 +14,7 @@ import (
 	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
+	"github.com/floodgate/floodgate/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,7 +26,17 @@ func TestDenyCacheClusterDifferential(t *testing.T) {
 	if testing.Short() {
 		traces = 4
 	}
-	denyCacheDifferential(t, redistest.SharedCluster(t).Client(t), traces)
+	denyCacheDifferential(t, redistest.SharedCluster(t).Client(t), traces, storetest.FloodPolicies)
+}
+
+// TestDenyCacheSlidingLogDifferential on a Redis Cluster of three
+// masters.
+func TestDenyCacheClusterSlidingLogDifferential(t *testing.T) {
+	traces := 10
+	if testing.Short() {
+		traces = 4
+	}
+	denyCacheDifferential(t, redistest.SharedCluster(t).Client(t), traces, logPolicies)
 }
 
 // nodeClients returns a client of each node of cl, closed when t ends.

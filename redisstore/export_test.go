@@ -34,9 +34,29 @@ func Hold(s *Store, t store.Table, key string) {
 	k := KeyOf(t, key)
 	c.mu.Lock()
 	c.evictFor(entryBytes + int64(len(k)))
-	c.m[k] = &entry{t: t.(*table), until: 1 << 62}
+	c.m[k] = &entry{t: t.(*table), until: 1 << 62, size: entryBytes + int64(len(k))}
 	c.bytes += entryBytes + int64(len(k))
 	c.mu.Unlock()
+}
+
+// HoldLog puts key of t in s's deny cache as filled with the sliding log
+// that h, its Redis hash, holds, as a fill does, without Redis: for
+// measuring the cache's memory.
+func HoldLog(s *Store, t store.Table, key string, h map[string]string) error {
+	st, err := logOf(h)
+	if err != nil {
+		return err
+	}
+	c := s.cache
+	k := KeyOf(t, key)
+	e := &entry{t: t.(*table), pending: true, size: entryBytes + int64(len(k))}
+	c.mu.Lock()
+	c.evictFor(e.size)
+	c.m[k] = e
+	c.bytes += e.size
+	c.mu.Unlock()
+	c.keep(k, e, st, 0, 1<<62)
+	return nil
 }
 
 // EntryBytes is what the deny cache's bound counts for a key besides its
