@@ -329,11 +329,24 @@ func BenchmarkDenied(b *testing.B) {
 		name   string
 		client func(testing.TB) redis.UniversalClient
 	}{{"server", single}, {"cluster", clusterClient}} {
-		b.Run(on.name, func(b *testing.B) { benchmarkDenied(b, on.client(b)) })
+		b.Run(on.name, func(b *testing.B) { benchmarkDenied(b, on.client(b), "fixed-window 1/1h", 1) })
 	}
 }
 
-func benchmarkDenied(b *testing.B, c redis.UniversalClient) {
+// BenchmarkDenied on a login form's sliding log, 5 attempts per 15
+// minutes, that holds 5 entries.
+func BenchmarkDeniedLog(b *testing.B) {
+	for _, on := range []struct {
+		name   string
+		client func(testing.TB) redis.UniversalClient
+	}{{"server", single}, {"cluster", clusterClient}} {
+		b.Run(on.name, func(b *testing.B) { benchmarkDenied(b, on.client(b), "sliding-log 5/15m", 5) })
+	}
+}
+
+// benchmarkDenied floods a key of pol denied after admits admissions, a
+// nanosecond apart, from cacheT0 on.
+func benchmarkDenied(b *testing.B, c redis.UniversalClient, pol string, admits int) {
 	for _, cached := range []bool{false, true} {
 		b.Run(fmt.Sprint("cache=", cached), func(b *testing.B) {
 			prefix := fmt.Sprintf("bdenied%d:", prefixes.Add(1))
@@ -343,17 +356,27 @@ func benchmarkDenied(b *testing.B, c redis.UniversalClient) {
 			} else {
 				s = newStore(b, c, redisstore.WithPrefix(prefix), redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
 			}
-			tb, _ := s.Table("b", algo.MustParsePolicy("fixed-window 1/1h"))
+			tb, _ := s.Table("b", algo.MustParsePolicy(pol))
 			ctx := context.Background()
-			tb.Decide(ctx, "k", cacheT0, 1)
-			tb.Decide(ctx, "k", cacheT0, 1)
+			now := cacheT0 + int64(admits-1)
+			for i := range admits {
+				tb.Decide(ctx, "k", cacheT0+int64(i), 1)
+			}
+			if cached {
+				// The admissions' invalidations, which would drop a fill
+				// begun before they arrive, are in.
+				if err := s.Sync(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tb.Decide(ctx, "k", now, 1)
 			redisstore.WaitFills(s)
 			b.ReportAllocs()
 			b.SetParallelism(32)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if d, err := tb.Decide(ctx, "k", cacheT0, 1); err != nil || d.Allowed {
+					if d, err := tb.Decide(ctx, "k", now, 1); err != nil || d.Allowed {
 						b.Errorf("%+v %v", d, err)
 						return
 					}
