@@ -157,20 +157,25 @@
 // are spent. A denial writes nothing to its key: the script changes a
 // key only when it admits, refunds or resets (and deletes a drained one
 // when a peek finds it so). So once Redis has denied a decision on a
-// key, the store reads the key's state (GET, with its PTTL and, on
-// Redis's clock, TIME, in one round trip, off the caller's path) and
-// keeps it; a later decision on that key is decided by package algo on
-// that state at the decision's own time, which gives the Decision the
-// script would give on the same state, to the nanosecond: remaining
-// units, retry and reset waits, window roll-overs included. When algo
+// key, the store reads the key's state (GET, or HGETALL for a sliding
+// log's hash, with its PTTL and, on Redis's clock, TIME, in one round
+// trip, off the caller's path) and keeps it; a later decision on that key
+// is decided by package algo on that state at the decision's own time,
+// which gives the Decision the script would give on the same state, to
+// the nanosecond: remaining units, retry and reset waits, window
+// roll-overs and a log's expired entries included. When algo
 // denies, that is the answer, without Redis; when it would admit (a
 // refill, a new window, a peek), the decision goes to Redis, which alone
 // admits. Only decisions are answered locally: a Table.Decide, an Apply
 // of one OpDecide, and each OpDecide of an ApplyEach on a key that no
 // earlier op of the call sends to Redis (the rest of the call goes to
 // Redis as one). Every other op goes to Redis, and drops the entries of
-// the keys it names. Sliding-log keys, a hash of up to LIMIT
-// entries, are not cached.
+// the keys it names. A sliding log is kept as algo's log of its entries,
+// read by every decision on the key at once and written by none: algo
+// writes a log only when it admits, so the cache first peeks (which
+// writes nothing), and a decision of n units that the log would admit,
+// n at most the peek's Remaining, goes to Redis without being decided on
+// the log.
 //
 // The state is exact until someone writes the key: an admission, a
 // refund, a cancelled reservation, a reset, from this process or any
@@ -215,8 +220,12 @@
 //
 // The cache is bounded in bytes (WithDenyCache), counting each key at
 // its name's length plus 144 bytes (the entry, its state and the map's
-// slot, measured on the heap); past the bound, the cache drops other
-// keys to make room. Store.CacheStats counts hits, fills, invalidations
+// slot, measured on the heap), and a sliding log's key its log too
+// (algo.State.LogSize: 48 bytes and 16 an entry, for a ring of the
+// entries rounded up to a power of two; 176 bytes for a log of 5
+// entries, 2,096 for one of 100), counted once the fill has read it;
+// past the bound, the cache drops other keys to make room, and does not
+// keep a log bigger than the bound. Store.CacheStats counts hits, fills, invalidations
 // and flushes (package prommetrics exports them).
 //
 // On a Redis Cluster each master has its own tracking connection, with
