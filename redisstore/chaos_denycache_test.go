@@ -342,14 +342,15 @@ func TestDenyCacheSlidingLogBytes(t *testing.T) {
 	}
 }
 
-// A cache bounded to fit one log of 50 entries, and not two, keeps one
-// after denials on two such keys, and none of a log too big for it: its
-// bytes never pass the bound.
+// A cache bounded to fit one log of 40 entries, and not two, keeps one
+// after denials on two such keys; a log whose LIMIT could outgrow the
+// bound is not even read: its bytes never pass the bound, and Redis
+// never sends a log that it cannot keep.
 func TestDenyCacheSlidingLogBound(t *testing.T) {
 	c := testClient(t)
-	const max = 1300 // a log of 50 entries: a ring of 64 (1,072 bytes), the entry, the key
+	const max = 1400 // a log of 40 entries: a ring of 64 (1,072 bytes), the entry, the key; LIMIT 40 <= max/32
 	s := cachedStore(t, c, fmt.Sprintf("logbound%d:", prefixes.Add(1)), redisstore.WithDenyCache(max))
-	tb, _ := s.Table("b", algo.MustParsePolicy("sliding-log 50/1h"))
+	tb, _ := s.Table("b", algo.MustParsePolicy("sliding-log 40/1h"))
 	big, _ := s.Table("big", algo.MustParsePolicy("sliding-log 100/1h"))
 	ctx := context.Background()
 	fill := func(tb store.Table, key string, n int) {
@@ -370,16 +371,20 @@ func TestDenyCacheSlidingLogBound(t *testing.T) {
 			t.Fatalf("after %s: the cache counts %d bytes, more than its bound %d", key, st.Bytes, max)
 		}
 	}
-	fill(tb, "a", 50)
+	fill(tb, "a", 40)
 	if !redisstore.Cached(s, tb, "a") {
 		t.Skip("the fill did not hold: a heartbeat overtook it") // the machine is too loaded to test
 	}
-	fill(tb, "b", 50)
+	fill(tb, "b", 40)
 	if st := s.CacheStats(); st.Entries != 1 || !redisstore.Cached(s, tb, "b") {
-		t.Errorf("after two logs of 50 entries: %+v, b cached %v; want b alone", st, redisstore.Cached(s, tb, "b"))
+		t.Errorf("after two logs of 40 entries: %+v, b cached %v; want b alone", st, redisstore.Cached(s, tb, "b"))
 	}
+	before := commands(t, c)["hgetall"]
 	fill(big, "c", 100)
 	if redisstore.Cached(s, big, "c") {
 		t.Errorf("a log of 100 entries is cached in a cache of %d bytes: %+v", max, s.CacheStats())
+	}
+	if n := commands(t, c)["hgetall"] - before; n != 0 {
+		t.Errorf("a log of LIMIT 100 in a cache of %d bytes was read %d times", max, n)
 	}
 }

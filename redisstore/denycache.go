@@ -226,7 +226,9 @@ func wouldAdmit(p *algo.Policy, st *algo.State, now, n int64) bool {
 func (c *denyCache) denied(t *table, key string) {
 	k := t.redisKey(key)
 	size := entryBytes + int64(len(k))
-	if size > c.max {
+	if size > c.max || t.policy.Algorithm() == algo.SlidingLog && t.policy.Limit() > c.max/32 {
+		// A log is read whole: only one whose longest, LIMIT entries of
+		// 16 bytes in a ring of at most twice as many, fits the bound.
 		return
 	}
 	tr := c.trackerFor(k)

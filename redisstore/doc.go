@@ -224,9 +224,11 @@
 // (algo.State.LogSize: 48 bytes and 16 an entry, for a ring of the
 // entries rounded up to a power of two; 176 bytes for a log of 5
 // entries, 2,096 for one of 100), counted once the fill has read it;
-// past the bound, the cache drops other keys to make room, and does not
-// keep a log bigger than the bound. Store.CacheStats counts hits, fills, invalidations
-// and flushes (package prommetrics exports them).
+// past the bound, the cache drops other keys to make room. A log is read
+// whole, so the cache reads only those whose LIMIT is at most a 32nd of
+// the bound (a log at its longest fits it): 1,048,576 for 32 MiB.
+// Store.CacheStats counts hits, fills, invalidations and flushes
+// (package prommetrics exports them).
 //
 // On a Redis Cluster each master has its own tracking connection, with
 // its own heartbeat, started when a key of its slots is first denied (or
