@@ -51,6 +51,9 @@ func newWaitingServer(tb testing.TB, h2c, delayed bool, n int) *waitingServer {
 		h = httplimit.New(l, httplimit.WithDelay(time.Hour), httplimit.WithLogger(slog.New(slog.DiscardHandler))).Handler(okHandler)
 	} else {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == warmPath {
+				return
+			}
 			ws.held.Add(1)
 			<-ws.release
 			w.WriteHeader(http.StatusOK)
@@ -69,8 +72,21 @@ func newWaitingServer(tb testing.TB, h2c, delayed bool, n int) *waitingServer {
 	tb.Cleanup(srv.Close)
 	tb.Cleanup(tr.CloseIdleConnections)
 	ws.url, ws.client = srv.URL, &http.Client{Transport: tr}
+	if !delayed {
+		// The connection up, and HTTP/2's settings in, before n requests
+		// race for it: without them each request past the first dials a
+		// connection of its own (10,000 of them ran out of descriptors).
+		// The delayed peer's first request, which fills its bucket, does
+		// the same.
+		if _, err := ws.get(warmPath); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	return ws
 }
+
+// warmPath is the held peer's path that answers at once.
+const warmPath = "/warm"
 
 // waiting returns the number of requests held.
 func (ws *waitingServer) waiting() int {
@@ -81,8 +97,8 @@ func (ws *waitingServer) waiting() int {
 }
 
 // get sends a GET and returns its status, or the error.
-func (ws *waitingServer) get() (int, error) {
-	resp, err := ws.client.Get(ws.url)
+func (ws *waitingServer) get(path string) (int, error) {
+	resp, err := ws.client.Get(ws.url + path)
 	if err != nil {
 		return 0, err
 	}
@@ -95,17 +111,23 @@ func (ws *waitingServer) get() (int, error) {
 // once all n are held; their statuses arrive on the returned channel.
 func (ws *waitingServer) hold(tb testing.TB, n int) chan int {
 	done := make(chan int, n)
+	var failed atomic.Int64
 	for range n {
 		go func() {
-			code, err := ws.get()
+			code, err := ws.get("/")
 			if err != nil {
+				failed.Add(1)
 				tb.Error(err)
 			}
 			done <- code
 		}()
 	}
-	for ws.waiting() < n {
+	for ws.waiting()+int(failed.Load()) < n {
 		time.Sleep(time.Millisecond) // real requests arriving
+	}
+	if failed.Load() > 0 { // no wait for requests that never came
+		ws.unhold(n)
+		tb.Fatalf("%d of %d requests failed", failed.Load(), n)
 	}
 	return done
 }
@@ -136,7 +158,7 @@ func footprint() (goroutines int, bytes uint64) {
 // behind. With the race detector, 2,000.
 func TestLoopbackDelayedHeld(t *testing.T) {
 	ws := newWaitingServer(t, true, true, DelayedH2C)
-	if code, err := ws.get(); err != nil || code != http.StatusOK {
+	if code, err := ws.get("/"); err != nil || code != http.StatusOK {
 		t.Fatalf("the first request: %d, %v", code, err) // it fills the bucket
 	}
 	n := DelayedH2C
@@ -208,7 +230,7 @@ func runDelayed(b *testing.B, h2c, delayed bool, n int) {
 		b.StopTimer()
 		ws := newWaitingServer(b, h2c, delayed, n)
 		if delayed {
-			if _, err := ws.get(); err != nil { // fills the bucket
+			if _, err := ws.get("/"); err != nil { // fills the bucket
 				b.Fatal(err)
 			}
 		}
