@@ -41,6 +41,23 @@ func (s *Store) CacheStats() store.CacheStats {
 // (TestDenyCacheBytes).
 const entryBytes = 144
 
+// entrySize is what the bound counts for the entry of the Redis key k
+// whose log, if any, takes logBytes.
+func entrySize(k string, logBytes int) int64 {
+	return entryBytes + heapBytes(len(k)) + int64(logBytes)
+}
+
+// heapBytes is at least what the heap takes to hold n bytes: the
+// allocator rounds a block up to its size class, multiples of 16 up to
+// 256 bytes, less than a quarter apart above (and whole 8 KiB pages
+// past 32 KiB).
+func heapBytes(n int) int64 {
+	if n > 256 {
+		n += n / 4
+	}
+	return int64(n+15) &^ 15
+}
+
 // maxFills bounds the fills under way at once; a denial that finds them
 // all busy is not cached.
 const maxFills = 64
@@ -225,7 +242,7 @@ func wouldAdmit(p *algo.Policy, st *algo.State, now, n int64) bool {
 // and the fills under way leave no room.
 func (c *denyCache) denied(t *table, key string) {
 	k := t.redisKey(key)
-	size := entryBytes + int64(len(k))
+	size := entrySize(k, 0)
 	if size > c.max || t.policy.Algorithm() == algo.SlidingLog && t.policy.Limit() > c.max/32 {
 		// A log is read whole: only one whose longest, LIMIT entries of
 		// 16 bytes in a ring of at most twice as many, fits the bound.
@@ -334,7 +351,7 @@ func (c *denyCache) keep(key string, e *entry, st algo.State, offset, until int6
 		return
 	}
 	c.remove(key, e)
-	size := entryBytes + int64(len(key)) + int64(st.LogSize())
+	size := entrySize(key, st.LogSize())
 	if size > c.max {
 		return
 	}

@@ -33,9 +33,9 @@ func Hold(s *Store, t store.Table, key string) {
 	c := s.cache
 	k := KeyOf(t, key)
 	c.mu.Lock()
-	c.evictFor(entryBytes + int64(len(k)))
-	c.m[k] = &entry{t: t.(*table), until: 1 << 62, size: entryBytes + int64(len(k))}
-	c.bytes += entryBytes + int64(len(k))
+	c.evictFor(entrySize(k, 0))
+	c.m[k] = &entry{t: t.(*table), until: 1 << 62, size: entrySize(k, 0)}
+	c.bytes += entrySize(k, 0)
 	c.mu.Unlock()
 }
 
@@ -49,7 +49,7 @@ func HoldLog(s *Store, t store.Table, key string, h map[string]string) error {
 	}
 	c := s.cache
 	k := KeyOf(t, key)
-	e := &entry{t: t.(*table), pending: true, size: entryBytes + int64(len(k))}
+	e := &entry{t: t.(*table), pending: true, size: entrySize(k, 0)}
 	c.mu.Lock()
 	c.evictFor(e.size)
 	c.m[k] = e
@@ -59,9 +59,9 @@ func HoldLog(s *Store, t store.Table, key string, h map[string]string) error {
 	return nil
 }
 
-// EntryBytes is what the deny cache's bound counts for a key besides its
-// name's bytes.
-const EntryBytes = entryBytes
+// EntrySize is what the deny cache's bound counts for the entry of Redis
+// key k without a log.
+func EntrySize(k string) int64 { return entrySize(k, 0) }
 
 // SetRedialAfter makes s's trackers wait to redial on after instead of
 // time.After; call it before s's first decision.
