@@ -59,10 +59,6 @@ func HoldLog(s *Store, t store.Table, key string, h map[string]string) error {
 	return nil
 }
 
-// EntrySize is what the deny cache's bound counts for the entry of Redis
-// key k without a log.
-func EntrySize(k string) int64 { return entrySize(k, 0) }
-
 // SetRedialAfter makes s's trackers wait to redial on after instead of
 // time.After; call it before s's first decision.
 func SetRedialAfter(s *Store, after func(time.Duration) <-chan time.Time) {
