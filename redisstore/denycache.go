@@ -82,11 +82,17 @@ type denyCache struct {
 	trackers map[*redis.Client]*tracker // on a Cluster, by master (trackerOf)
 	closed   bool
 
-	mu    sync.RWMutex
-	m     map[string]*entry // Redis key -> entry
-	bytes int64
+	m     map[string]*entry // Redis key -> entry, under mu
+	bytes int64             // under mu
 
+	// Every cached answer writes mu (its reader count) and Hits, from
+	// every CPU: each on a cache line of its own, so that no decision's
+	// reads of the fields above wait for another CPU's writes.
+	_  [64]byte
+	mu sync.RWMutex
+	_  [64]byte
 	store.CacheCounts
+	_ [64]byte
 }
 
 // entry is a key's state as Redis held it, or a fill under way (pending).
