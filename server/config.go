@@ -56,7 +56,7 @@ const (
 //	  default: token-bucket 100/1m burst=20   # "default" alone
 //	  login: sliding-log 5/1m
 //	limits:
-//	  max_body_bytes: 1048576       # a request's body, in bytes
+//	  max_body_bytes: 1048576       # a request's body, in bytes (nested at most 16 deep)
 //	  max_checks: 1000              # checks in one batch
 //	  max_key_bytes: 1024           # a key's length, in bytes
 //	  inline_policies: true         # may requests give policy_text?

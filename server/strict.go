@@ -33,8 +33,8 @@ func strictBody(body []byte) error {
 		}
 		return fieldError(fmt.Sprintf("the body is not valid UTF-8 (at byte %d): JSON is UTF-8", i))
 	}
-	if i := loneSurrogate(body); i >= 0 {
-		return fieldError(fmt.Sprintf("a \\u escape at byte %d is half a UTF-16 surrogate pair, not a character", i))
+	if err := scanBody(body); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	err := strictValue(dec)
@@ -106,37 +106,62 @@ func lowerASCII(s string) bool {
 	return true
 }
 
-// loneSurrogate returns the offset in body of the first \u escape of a
-// UTF-16 surrogate that is not one half of a pair, which encoding/json
-// would turn into U+FFFD; or -1.
-func loneSurrogate(body []byte) int {
-	inString := false
+// maxNesting is how deeply a request's body may nest arrays and objects.
+// The API's bodies nest three levels ({"checks":[{...}]}); the bound is
+// checked before anything recurses, so that a hostile body of a million
+// brackets costs no stack (strictValue recurses once a level).
+const maxNesting = 16
+
+// scanBody reads body once, outside the decoder, for what must be refused
+// before any recursion: nesting deeper than maxNesting, and a \u escape of
+// a UTF-16 surrogate that is not one half of a pair, which encoding/json
+// would turn into U+FFFD.
+func scanBody(body []byte) error {
+	inString, depth := false, 0
 	for i := 0; i < len(body); i++ {
-		switch c := body[i]; {
+		c := body[i]
+		switch {
 		case c == '"':
 			inString = !inString
-		case c == '\\' && inString && i+1 < len(body):
-			if body[i+1] != 'u' {
-				i++ // an escaped character, \" included
-				continue
+		case inString && c == '\\':
+			n, ok := escape(body, i)
+			if !ok {
+				return fieldError(fmt.Sprintf("a \\u escape at byte %d is half a UTF-16 surrogate pair, not a character", i))
 			}
-			r := hex4(body, i+2)
-			switch {
-			case 0xD800 <= r && r < 0xDC00:
-				if i+7 < len(body) && body[i+6] == '\\' && body[i+7] == 'u' {
-					if lo := hex4(body, i+8); 0xDC00 <= lo && lo < 0xE000 {
-						i += 11
-						continue
-					}
-				}
-				return i
-			case 0xDC00 <= r && r < 0xE000:
-				return i
+			i += n
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > maxNesting {
+				return fieldError(fmt.Sprintf("the body nests arrays and objects deeper than %d levels (at byte %d); requests nest three", maxNesting, i))
 			}
-			i += 5
+		case c == ']' || c == '}':
+			depth--
 		}
 	}
-	return -1
+	return nil
+}
+
+// escape returns how many bytes after body[i], a backslash in a string,
+// belong to its escape, and false for a \u escape of a lone surrogate.
+func escape(body []byte, i int) (int, bool) {
+	if i+1 >= len(body) {
+		return 0, true
+	}
+	if body[i+1] != 'u' {
+		return 1, true // an escaped character, \" included
+	}
+	switch r := hex4(body, i+2); {
+	case 0xD800 <= r && r < 0xDC00:
+		if i+7 < len(body) && body[i+6] == '\\' && body[i+7] == 'u' {
+			if lo := hex4(body, i+8); 0xDC00 <= lo && lo < 0xE000 {
+				return 11, true
+			}
+		}
+		return 0, false
+	case 0xDC00 <= r && r < 0xE000:
+		return 0, false
+	}
+	return 5, true
 }
 
 // hex4 returns the value of the four hex digits at body[i:], or -1.

@@ -1,6 +1,9 @@
 package server
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestStrictBodyAccepts(t *testing.T) {
 	for _, body := range []string{
@@ -26,4 +29,25 @@ func FuzzStrictBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		_ = strictBody(body) // must not panic, nor hang
 	})
+}
+
+func TestStrictBodyRefusesDeepNesting(t *testing.T) {
+	deep := strings.Repeat("[", 17) + strings.Repeat("]", 17)
+	for _, body := range []string{
+		`{"checks":` + deep + `}`,
+		strings.Repeat("[", 1<<20), // a hostile body: a million levels, never closed
+		strings.Repeat(`{"a":`, 17),
+	} {
+		err := strictBody([]byte(body))
+		if err == nil || !strings.Contains(err.Error(), "nests arrays and objects deeper than 16 levels") {
+			t.Errorf("strictBody(%.40s…) = %v, want the nesting refused", body, err)
+		}
+	}
+	ok := strings.Repeat("[", 16) + strings.Repeat("]", 16)
+	inString := `{"key":"` + strings.Repeat("[", 100) + `"}` // brackets in a string do not nest
+	for _, body := range []string{ok, inString, `{"key":"\"[[[[[[[[[[[[[[[[[[[[[["}`} {
+		if err := strictBody([]byte(body)); err != nil {
+			t.Errorf("strictBody(%.40s…) = %v, want nil", body, err)
+		}
+	}
 }
