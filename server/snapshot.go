@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +44,27 @@ func openSnapshot(path string, mem *memstore.Store, clk clock.Clock, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	removeStaleTemps(path, log)
 	return &snapshotter{path: path, mem: mem, clock: clk, log: log, metrics: m, unlock: unlock}, nil
+}
+
+// removeStaleTemps removes the temporary files that write leaves when the
+// process dies before its rename (path.tmp*). The caller holds the
+// snapshot's lock, so no other process is writing one.
+func removeStaleTemps(path string, log *slog.Logger) {
+	dir, base := filepath.Split(path)
+	entries, _ := os.ReadDir(cmp.Or(dir, "."))
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), base+".tmp") {
+			continue
+		}
+		f := filepath.Join(dir, e.Name())
+		if err := os.Remove(f); err != nil {
+			log.Warn("a stale temporary snapshot file could not be removed", "file", f, "err", err)
+			continue
+		}
+		log.Info("removed a temporary snapshot file left by a process that died while writing it", "file", f)
+	}
 }
 
 // restore loads the snapshot file, if there is one. A snapshot that does
