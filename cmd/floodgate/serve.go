@@ -48,7 +48,8 @@ or, when the store did not answer within a second, one starting
 anyway, store.fail_mode deciding until the store answers)
 
 and logs on standard error. SIGTERM or SIGINT shut it down gracefully
-(requests under way finish; a second signal kills); SIGHUP reloads the
+(requests under way finish, then the final snapshot is written; further
+signals are only logged, SIGKILL stops at once); SIGHUP reloads the
 configuration files, as does any change to them. Exit status: 0 after a
 graceful shutdown, 1 when it cannot start or a listener fails, 2 for a bad
 flag.
@@ -265,12 +266,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	log := o.logger(stderr)
 	redis.SetLogger(redisstore.Logger(log)) // go-redis's messages too, in the log's format
 	so := o.serverOptions(log)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := shutdownOnSignal(log)
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal kills, as if serve did not handle it
-	}()
 	reload, stopReload := reloadOnHangup(ctx)
 	defer stopReload()
 	so.Reload = reload
@@ -287,6 +284,37 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// shutdownOnSignal returns a context that ends at the first SIGTERM or
+// SIGINT. Later ones are caught too, and only logged, until stop: a
+// shutdown under way always finishes with the final snapshot, however many
+// signals arrive (GNU timeout sends two, to the process and to its group).
+// SIGKILL still stops serve at once.
+func shutdownOnSignal(log *slog.Logger) (context.Context, func()) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		for first := true; ; first = false {
+			select {
+			case sig := <-sigs:
+				if first {
+					cancel()
+				} else {
+					log.Warn("already shutting down: finishing requests under way, then the final snapshot (SIGKILL stops at once)", "signal", sig.String())
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }
 
 // parseServeArgs parses serve's flags, sets those not given from their

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -479,4 +481,43 @@ func TestServeRedisLogsInJSON(t *testing.T) {
 			t.Errorf("a line that is not JSON: %q", line)
 		}
 	}
+}
+
+// Two signals 1 ms apart, as GNU timeout sends them (to serve and to its
+// group), never cut the final snapshot short: 20 runs, each exiting 0 with
+// its snapshot whole and no temporary file left; a temporary file left by
+// a dead writer is removed at start.
+func TestServeSecondSignalKeepsTheSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	snap := filepath.Join(dir, "serve.snapshot")
+	stale := snap + ".tmp123456"
+	if err := os.WriteFile(stale, []byte("half a snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 20 {
+		p := startServe(t, nil, "--snapshot", snap)
+		if _, err := os.Stat(stale); run == 0 && !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the stale temporary file is still there: %v", err)
+		}
+		body := fmt.Sprintf(`{"checks":[{"policy":"default","key":"run%d"},{"policy_text":"sliding-log 100/24h","key":"k"}]}`, run)
+		if code, d := call(t, "POST", p.url("/v1/check"), body); code != 200 {
+			t.Fatalf("run %d: checks: %d %v", run, code, d)
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // the second signal's timing, not time passing for the limiter
+		if code := p.stop(t, os.Interrupt); code != 0 {
+			t.Fatalf("run %d: exit status %d after two signals 1 ms apart:\n%s", run, code, p.stderr)
+		}
+		if left, _ := filepath.Glob(snap + ".tmp*"); len(left) > 0 {
+			t.Fatalf("run %d: temporary files left: %v", run, left)
+		}
+	}
+	// Every run's final snapshot was written: k has spent 20 of its 100.
+	p := startServe(t, nil, "--snapshot", snap)
+	if code, d := call(t, "POST", p.url("/v1/check"), `{"policy_text":"sliding-log 100/24h","key":"k","cost":0}`); code != 200 || d["remaining"] != 80.0 {
+		t.Errorf("after 20 runs: %d %v, want 80 remaining", code, d)
+	}
+	p.stop(t, syscall.SIGTERM)
 }
