@@ -80,7 +80,8 @@ const (
 //	  interval: 10s                 # and at shutdown; 0: only at shutdown
 //	ops:                            # the operations endpoints (--metrics)
 //	  auth: true                    # /metrics and /debug/pprof want a token of auth
-//	  tls: true                     # served with the certificates of tls
+//	  tls: true                     # served with the certificates of tls; /healthz and
+//	                                # /readyz take no client certificate (kubelet probes)
 //
 // Every field may be left out: the zero value of each means its default.
 // Relative file names are relative to the configuration file's directory.

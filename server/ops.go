@@ -26,10 +26,12 @@ const readyTimeout = time.Second
 // OpsHandler returns the operations endpoints (serve them on a private
 // address; the configuration's ops section adds authentication and TLS):
 //
-//	GET /metrics        Prometheus metrics (behind ops.auth)
-//	GET /healthz        200 while the process serves
-//	GET /readyz         200 when the store answers a peek, else 503
-//	/debug/pprof/...    the Go profiler, with WithPprof (behind ops.auth),
+//	GET /metrics        Prometheus metrics (behind ops.auth, and a client
+//	                    certificate with ops.tls and tls.client_ca_file)
+//	GET /healthz        200 while the process serves; never asks for a
+//	                    token or a client certificate (for kubelet probes)
+//	GET /readyz         200 when the store answers a peek, else 503; as /healthz
+//	/debug/pprof/...    the Go profiler, with WithPprof (as /metrics),
 //	                    but never its cmdline: a command line may hold a secret
 func (s *Server) OpsHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -74,10 +76,16 @@ func (s *Server) healthcheck(w http.ResponseWriter, r *http.Request) {
 }
 
 // opsAuth asks h's requests for a bearer token of the API when the
-// configuration in use has ops.auth.
+// configuration in use has ops.auth, and, on a TLS connection when it has
+// client CAs, for a client certificate they signed (the operations port
+// verifies one only if given, for probes: opsTLSConfig).
 func (s *Server) opsAuth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := s.cur.Load()
+		if r.TLS != nil && l.tls != nil && l.tls.clientCAs != nil && len(r.TLS.VerifiedChains) == 0 {
+			writeError(w, http.StatusForbidden, "a client certificate signed by tls.client_ca_file is needed here; only /healthz and /readyz take none")
+			return
+		}
 		if l.cfg.Ops.Auth && !s.authorized(w, r, l) {
 			return
 		}

@@ -55,8 +55,8 @@ func TestRunOpsPortLeaksNothing(t *testing.T) {
 }
 
 // ops.auth puts /metrics and the profiler behind the API's tokens, and
-// ops.tls the whole port behind its certificates; /healthz and /readyz
-// stay open to probes.
+// ops.tls with client CAs behind a client certificate too; /healthz and
+// /readyz stay open to probes, which present neither.
 func TestRunOpsAuthAndTLS(t *testing.T) {
 	dir := t.TempDir()
 	certs(t, dir)
@@ -86,6 +86,24 @@ ops: {auth: true, tls: true}
 	} {
 		if code, body := get(t, hc, base+c.path, c.token); code != c.want {
 			t.Errorf("GET %s with token %q: %d %.100s, want %d", c.path, c.token, code, body, c.want)
+		}
+	}
+	// A probe presents no client certificate (kubelet's do not): /healthz
+	// and /readyz answer it; the rest of the port asks for one.
+	noCert := r.httpsClient(false)
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/healthz", "", 200}, {"/readyz", "", 200},
+		{"/metrics", "s3cret", 403}, {"/debug/pprof/", "s3cret", 403},
+	} {
+		code, body := get(t, noCert, base+c.path, c.token)
+		if code != c.want {
+			t.Errorf("GET %s without a client certificate: %d %.100s, want %d", c.path, code, body, c.want)
+		}
+		if code == 403 && !strings.Contains(body, "client certificate signed by tls.client_ca_file") {
+			t.Errorf("GET %s without a client certificate: %q does not say why", c.path, body)
 		}
 	}
 	if resp, err := http.Get("http://" + r.addrs["metrics"] + "/healthz"); err == nil {

@@ -38,7 +38,7 @@ func (in *instance) serve() {
 	}
 	if in.lns.metrics != nil {
 		in.serveOne("metrics", func() error {
-			if tc := in.srv.TLSConfig("http/1.1"); tc != nil && in.cfg.Ops.TLS {
+			if tc := in.srv.opsTLSConfig(); tc != nil && in.cfg.Ops.TLS {
 				in.opsSrv.TLSConfig = tc
 				return in.opsSrv.ServeTLS(in.lns.metrics, "", "")
 			}

@@ -172,8 +172,23 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 // TLSConfig returns a TLS configuration for a listener that serves the
 // certificates of the configuration in use at each handshake, so that a
 // reload renews them, offering nextProtos in ALPN (h2 and http/1.1 for
-// HTTP, h2 for gRPC); nil when the configuration has no TLS.
+// HTTP, h2 for gRPC); nil when the configuration has no TLS. With
+// tls.client_ca_file, every client must present a certificate it signed.
 func (s *Server) TLSConfig(nextProtos ...string) *tls.Config {
+	return s.tlsConfig(tls.RequireAndVerifyClientCert, nextProtos)
+}
+
+// opsTLSConfig is TLSConfig for the operations port, where a client
+// certificate is verified if given but not required, so that probes
+// (a kubelet's, which presents none) reach /healthz and /readyz; opsAuth
+// asks for one on the other endpoints.
+func (s *Server) opsTLSConfig() *tls.Config {
+	return s.tlsConfig(tls.VerifyClientCertIfGiven, []string{"http/1.1"})
+}
+
+// tlsConfig is TLSConfig with the client authentication it asks for when
+// the configuration has client CAs.
+func (s *Server) tlsConfig(clientAuth tls.ClientAuthType, nextProtos []string) *tls.Config {
 	if s.cur.Load().tls == nil {
 		return nil
 	}
@@ -187,7 +202,7 @@ func (s *Server) TLSConfig(nextProtos ...string) *tls.Config {
 			c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*st.cert},
 				NextProtos: nextProtos}
 			if st.clientCAs != nil {
-				c.ClientCAs, c.ClientAuth = st.clientCAs, tls.RequireAndVerifyClientCert
+				c.ClientCAs, c.ClientAuth = st.clientCAs, clientAuth
 			}
 			return c, nil
 		},
