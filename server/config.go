@@ -63,7 +63,7 @@ const (
 //	  max_inline_policies: 100      # distinct policy_text values served
 //	  max_wait: 1m                  # the longest delay a check's max_wait gets
 //	auth:
-//	  token_file: /etc/floodgate/token   # one bearer token a line
+//	  token_file: /etc/floodgate/token   # one bearer token a line; refused if group- or world-writable
 //	tls:
 //	  cert_file: server.crt
 //	  key_file: server.key
@@ -85,6 +85,9 @@ const (
 //
 // Every field may be left out: the zero value of each means its default.
 // Relative file names are relative to the configuration file's directory.
+// The configuration file, the token file and the TLS key are refused when
+// their group or others may write them (mode bits 022), as ssh refuses an
+// unprotected key.
 // Unknown fields are an error. Only policies, limits, auth and the TLS
 // certificates take effect on a reload; the store and snapshot settings,
 // and turning TLS on or off, take a restart.
@@ -210,6 +213,9 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 
 // LoadConfig reads the configuration file at path (see Config).
 func LoadConfig(path string) (*Config, error) {
+	if err := checkWritable("the configuration file", path); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -406,6 +412,9 @@ func (c *Config) readTokens(fallback string) ([]tokenHash, error) {
 		}
 		return []tokenHash{sha256.Sum256([]byte(fallback))}, nil
 	}
+	if err := checkWritable("auth.token_file", c.path(c.Auth.TokenFile)); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(c.path(c.Auth.TokenFile))
 	if err != nil {
 		return nil, fmt.Errorf("%w: auth.token_file: %w", ErrInvalidConfig, err)
@@ -438,6 +447,9 @@ type serverTLS struct {
 func (c *Config) readTLS() (*serverTLS, error) {
 	if !c.TLSEnabled() {
 		return nil, nil
+	}
+	if err := checkWritable("tls.key_file", c.path(c.TLS.KeyFile)); err != nil {
+		return nil, err
 	}
 	cert, err := tls.LoadX509KeyPair(c.path(c.TLS.CertFile), c.path(c.TLS.KeyFile))
 	if err != nil {
