@@ -70,6 +70,11 @@ type Options struct {
 	// MaxMemoryBytes bounds the memory store's memory, ahead of the
 	// configuration's store.max_bytes; 0 means the configuration's.
 	MaxMemoryBytes int64
+	// SetMemoryLimit has Run set the Go runtime's soft memory limit
+	// (debug.SetMemoryLimit) from the stores' bounds, unless GOMEMLIMIT is
+	// set: floodgate serve does, a program that embeds Run may not want a
+	// process-wide setting. See instance.limitMemory.
+	SetMemoryLimit bool
 	// DenyCacheBytes bounds the cache of denied keys of a Redis or file
 	// store (storeurl.WithDenyCache), which answers floods over the limit
 	// without Redis or a transaction; 0 means DefaultDenyCacheBytes,

@@ -40,6 +40,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := in.openStore(); err != nil {
 		return err
 	}
+	in.limitMemory()
 	if err := in.startSnapshot(); err != nil {
 		return err
 	}

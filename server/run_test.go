@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -637,5 +638,20 @@ func TestRunLogsHidePassword(t *testing.T) {
 	logs := w.b.String()
 	if strings.Contains(logs, "s3cret") || !strings.Contains(logs, "store=redis://app:xxxxx@127.0.0.1:1/0") {
 		t.Errorf("the logs show the password, or no store:\n%s", logs)
+	}
+}
+
+// With SetMemoryLimit, Run sets the Go runtime's soft memory limit from the
+// memory store's bound: the bound, a quarter more, and the headroom.
+func TestRunSetsTheMemoryLimit(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOMEMLIMIT is set, and wins")
+	}
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	r := startRun(t, Options{SnapshotFile: "off", MaxMemoryBytes: 100 << 20, SetMemoryLimit: true})
+	r.stop(t)
+	if got, want := debug.SetMemoryLimit(-1), int64(125<<20+memoryHeadroom); got != want {
+		t.Errorf("the runtime's memory limit: %d, want %d", got, want)
 	}
 }

@@ -168,7 +168,9 @@ as FLOODGATE_STORE; a flag given wins):
                         every hit goes to the store); other instances on
                         the store may read them up to D late
   --max-memory BYTES    the memory store's bound in bytes, all policies
-                        together (default: the configuration's, else 256 MiB)
+                        together (default: the configuration's, else 256 MiB);
+                        the Go runtime's memory limit is set from it (and from
+                        --deny-cache) unless GOMEMLIMIT is set
   --deny-cache BYTES    with a Redis or file store: the bound in bytes of the
                         cache of denied keys, which answers requests over
                         their limit without Redis or a transaction, exactly,
@@ -433,7 +435,7 @@ func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
 		Store: o.storeURL, HTTPAddr: o.httpAddr, GRPCAddr: o.grpcAddr, MetricsAddr: o.metricsAddr, Pprof: o.pprof,
 		ConfigFile: o.configFile, EnvoyConfigDir: o.envoyDir, EnvoyShadowMode: o.envoyShadow, EnvoyResponseHeaders: o.envoyHeaders,
 		EnvoyQuotaMode: o.envoyQuota, EnvoyDynamicMetadata: o.envoyMetadata,
-		MaxMemoryBytes: o.maxMemory, SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
+		MaxMemoryBytes: o.maxMemory, SetMemoryLimit: true, SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
 		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
 	}
 	if so.MetricsAddr == "off" {
