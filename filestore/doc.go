@@ -179,8 +179,14 @@
 // modification time, which the kernel keeps at the granularity of its
 // clock tick (a few milliseconds): damage within the tick of the file's
 // last write leaves the cached states, those of the file before the
-// damage, answered until the next commit. The cache needs flock (Linux,
-// macOS, the BSDs); elsewhere it answers nothing.
+// damage, answered until the next commit. A writer that rewrites the file
+// in place without bbolt, keeping its size and its meta pages'
+// transaction id, and then sets the modification time back (touch -d) is
+// not seen at all: the cache answers the states before the rewrite until
+// the next commit. The check trusts that only bbolt writes the file and
+// that nobody forges its times; a process that can do that can also write
+// whatever states it likes into the file, cache or not. The cache needs
+// flock (Linux, macOS, the BSDs); elsewhere it answers nothing.
 //
 // The cache is bounded in bytes (WithDenyCache), counting each key at its
 // length and its state's encoded length plus 144 bytes; past the bound it
