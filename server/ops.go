@@ -93,17 +93,23 @@ func (s *Server) opsAuth(h http.Handler) http.Handler {
 	})
 }
 
-// readyError is Ready's answer when not ready.
-type readyError string
+// readyError is Ready's answer when not ready: what /readyz says, and
+// the store's error behind it, for the log (a probe's answer does not
+// show a store's address or refusal).
+type readyError struct {
+	msg   string
+	cause error
+}
 
-func (e readyError) Error() string { return string(e) }
+func (e *readyError) Error() string { return e.msg }
+func (e *readyError) Unwrap() error { return e.cause }
 
 // Ready returns nil when the Server is ready to decide: not shutting down,
 // and its store (unwrapped from a failsafe.Store, whose failure mode would
 // answer for it) answers a peek within a second.
 func (s *Server) Ready(ctx context.Context) error {
 	if !s.ready.Load() {
-		return readyError("shutting down")
+		return &readyError{msg: "shutting down"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
@@ -113,7 +119,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	}
 	if err != nil {
 		s.log.Debug("not ready", "err", err)
-		return readyError("the store does not answer")
+		return &readyError{msg: "the store does not answer", cause: err}
 	}
 	return nil
 }

@@ -131,7 +131,7 @@ func (in *instance) announce(ctx context.Context) {
 	name := "ready"
 	if err := in.srv.Ready(ctx); err != nil {
 		name = "unready"
-		in.log.Warn("serving, but the store does not answer yet", "store", storeName(in.o.Store))
+		in.log.Warn("serving, but the store does not answer yet", "store", storeName(in.o.Store), "err", errors.Unwrap(err))
 	}
 	if in.o.Listening != nil {
 		in.o.Listening(name, in.lns.http.Addr())

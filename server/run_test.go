@@ -18,12 +18,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/memstore"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -638,6 +640,26 @@ func TestRunLogsHidePassword(t *testing.T) {
 	logs := w.b.String()
 	if strings.Contains(logs, "s3cret") || !strings.Contains(logs, "store=redis://app:xxxxx@127.0.0.1:1/0") {
 		t.Errorf("the logs show the password, or no store:\n%s", logs)
+	}
+}
+
+// A store that refuses the password is said so at the start, with Redis's
+// reason, not only "does not answer".
+func TestRunLogsWhyTheStoreRefuses(t *testing.T) {
+	srv := redistest.NewServer(t)
+	if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", "good").Err(); err != nil {
+		t.Fatal(err)
+	}
+	w := &testWriter{}
+	url := strings.Replace(srv.URL(), "redis://", "redis://:bad@", 1)
+	r := startRun(t, Options{Store: url, SnapshotFile: "off", Logger: slog.New(slog.NewTextHandler(w, nil))})
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if logs := w.b.String(); !regexp.MustCompile(`does not answer yet".*err=.*WRONGPASS`).MatchString(logs) {
+		t.Errorf("the logs do not say that Redis refused the password:\n%s", logs)
 	}
 }
 
