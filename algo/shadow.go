@@ -63,6 +63,27 @@ func (p *Policy) Recall(sh Shadow, now int64) State {
 	return s
 }
 
+// Looser reports whether a key recalled from a at now is likely denied
+// less often than one recalled from b: a has drained at now and b has
+// not, or a drains first, or both drain together and a holds fewer units.
+// Either is safe to recall from when each is at least as strict as the
+// key's forgotten state; Looser only picks the one that denies less.
+func (p *Policy) Looser(a, b Shadow, now int64) bool {
+	ra, ua := p.shadowLoad(a, now)
+	rb, ub := p.shadowLoad(b, now)
+	return ra < rb || ra == rb && ua < ub
+}
+
+// shadowLoad returns when sh drains and the counts it holds, both 0 if
+// it has drained at now.
+func (p *Policy) shadowLoad(sh Shadow, now int64) (int64, uint64) {
+	r := p.shadowResetAt(sh.c)
+	if r <= now {
+		return 0, 0
+	}
+	return r, uint64(sh.c.x) + uint64(sh.c.y)
+}
+
 // shadowUnit returns how many units one count of a Shadow's Cell stands
 // for: 1 for a LIMIT that fits in a Cell, else LIMIT/(2^32-1) rounded up.
 func (p *Policy) shadowUnit() int64 {

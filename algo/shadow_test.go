@@ -93,3 +93,34 @@ func TestShadowForgetsDrained(t *testing.T) {
 		t.Fatal("a drained shadow recalled state")
 	}
 }
+
+// TestShadowLooser checks the order Looser puts Shadows in: a drained one
+// first, then the one that drains first, then the one holding fewer units.
+func TestShadowLooser(t *testing.T) {
+	p := algo.MustParsePolicy("fixed-window 10/1s")
+	sec := int64(time.Second)
+	shadow := func(at, n int64) algo.Shadow {
+		var s algo.State
+		p.Decide(&s, at, n)
+		var sh algo.Shadow
+		p.Forget(&sh, &s, at)
+		return sh
+	}
+	var empty algo.Shadow
+	drained, few, many, later := shadow(0, 9), shadow(sec, 2), shadow(sec, 9), shadow(2*sec, 1)
+	now := sec + sec/2
+	for _, c := range []struct {
+		name string
+		a, b algo.Shadow
+		want bool
+	}{
+		{"empty before full", empty, many, true}, {"full before empty", many, empty, false},
+		{"drained before full", drained, few, true}, {"drained and empty tie", drained, empty, false},
+		{"fewer units first", few, many, true}, {"more units after", many, few, false},
+		{"drains first", many, later, true}, {"drains later", later, few, false},
+	} {
+		if got := p.Looser(c.a, c.b, now); got != c.want {
+			t.Errorf("%s: Looser = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
