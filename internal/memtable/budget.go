@@ -24,8 +24,9 @@ import (
 // Shed). So the bytes counted never exceed the budget but for the fixed
 // parts of Tables made when nothing could be shed.
 type Budget struct {
-	max  int64
-	held atomic.Int64
+	max     int64
+	held    atomic.Int64
+	shadows atomic.Int64 // of held, what shadows take beyond their smallest size
 }
 
 // NewBudget returns a Budget of max bytes.
@@ -66,6 +67,17 @@ func (b *Budget) Take(n int64) bool {
 }
 
 func (b *Budget) add(n int64) { b.held.Add(n) }
+
+// takeShadow takes n bytes, as Take does, for a shadow beyond its smallest
+// size, if that also keeps all such bytes within 1/shadowShare of the
+// budget, and reports whether it did.
+func (b *Budget) takeShadow(n int64) bool {
+	if b.shadows.Add(n) > b.max/shadowShare || !b.Take(n) {
+		b.shadows.Add(-n)
+		return false
+	}
+	return true
+}
 
 // Sizes of what a Table holds, as the Budget counts them: Go's sizes of
 // its types, rounded as the allocator rounds them (allocBytes), but for a
@@ -272,6 +284,9 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.p.Forget(all, &s, last)
 	}
 	t.b.add(-sh.bytes())
+	if sh.shadow != nil {
+		t.b.shadows.Add(-shadowExtra(len(sh.shadow)))
+	}
 	sh.slots, sh.ys, sh.shadow, sh.logs, sh.n, sh.tombs = nil, nil, nil, nil, 0, 0
 	sh.tab.Store(nil)
 	sh.arena, sh.dead = nil, 0

@@ -20,7 +20,10 @@ import (
 // has exactly the map's state, and that a key it does not hold (drained
 // or evicted) starts from a state at least as strict as the map's (no
 // more remaining); then it decides on the same state in both, which must
-// agree. The Budget's count must match what the tables hold, and stay
+// agree. The map keeps a missing key's state unless the table admits it
+// and stores it: a denial or a peek leaves the key what it was, and its
+// next start may be looser than this one (another of its shadow slots),
+// never looser than the map's. The Budget's count must match what the tables hold, and stay
 // within the budget.
 func TestDifferentialPressure(t *testing.T) {
 	for _, c := range []struct {
@@ -75,13 +78,21 @@ func TestDifferentialPressure(t *testing.T) {
 					if remaining(p, s, now) > remaining(p, want, now) {
 						t.Fatalf("event %d: %q starts from %+v, less strict than the map's %+v", i, key, s, want)
 					}
+				}
+				if !ok {
 					want = s
 				}
 				wd, werr := p.Decide(&want, now, n)
-				ref[key] = want
+				locked := rng.IntN(4) == 0
+				// What the table holds for the key next: Store keeps any
+				// state not drained, Decide a missing key's only when it
+				// admits units; else the key's true state is still the map's.
+				if ok || locked && p.ResetAt(&want) > now || wd.Allowed && n > 0 {
+					ref[key] = want
+				}
 				var got algo.Decision
 				var gerr error
-				if rng.IntN(4) == 0 {
+				if locked {
 					tb.Lock(tb.Shard(h))
 					s, _ := tb.Load(h, key, now)
 					got, gerr = p.Decide(&s, now, n)

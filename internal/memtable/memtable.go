@@ -35,18 +35,20 @@
 // free a whole Table.
 //
 // Eviction never admits more than the policy. A shard joins the state of
-// each key it evicts before it drained into its shadow, a fixed table of
-// algo.Shadow values indexed by the key's hash (1,024 per Table, at least 16
-// per shard; 16 when the Budget has no room for more), allocated on the
-// first such eviction; a key the shard does not hold starts from its
-// shadow value (and the Table's floor, see SetFloor) rather than from the
-// initial state. A shadow value is at least as
+// each key it evicts before it drained into its shadow, a table of
+// algo.Shadow values allocated on its first eviction: into each of the
+// key's four slots there, picked by its hash. A key the shard does not
+// hold starts from the loosest of its four slots (and the Table's floor,
+// see SetFloor) rather than from the initial state. A slot is at least as
 // strict as every state joined into it (for each algorithm, algo.Shadow
 // says how: the latest TAT of a bucket, the fullest window, a log's units
 // as one entry at its newest time), so a key that returns is no better off
-// than when it was evicted, and keys that share a slot can only be denied
-// more, never admitted more. A slot clears itself once everything joined
-// into it has drained.
+// than when it was evicted, and keys that share slots can only be denied
+// more, never admitted more; a new key is denied for others' states only
+// when all four of its slots are strict. A slot clears itself once
+// everything joined into it has drained. A Table's shadows hold at most a
+// slot per key it may hold and take at most 1/64 of the Budget, all
+// Tables' at most 1/16 (see shadow.go for the invariants).
 package memtable
 
 import (
@@ -117,7 +119,7 @@ func New(p algo.Policy, maxKeys, shards int, b *Budget) *Table {
 			sh.logs = make(map[string]*algo.State)
 		}
 	}
-	t.shadowN = max(shadowSlots/n, minShadowSlots)
+	t.shadowN = shadowSize(b, maxKeys, n)
 	b.add(fixedBytes(n))
 	return t
 }
@@ -274,45 +276,6 @@ func (t *Table) Load(h uint64, key string, now int64) (algo.State, bool) {
 	}
 	return t.recall(sh, h, now), false
 }
-
-// recall returns the state at now of a key of hash h missing from sh.
-func (t *Table) recall(sh *shard, h uint64, now int64) algo.State {
-	switch {
-	case t.floored:
-		var v algo.Shadow
-		t.p.Forget(&v, &t.floor, now)
-		if sh.shadow != nil {
-			s := t.p.Recall(sh.shadow[sh.shadowSlot(h)], now)
-			t.p.Forget(&v, &s, now)
-		}
-		return t.p.Recall(v, now)
-	case sh.shadow != nil:
-		return t.p.Recall(sh.shadow[sh.shadowSlot(h)], now)
-	}
-	return algo.State{}
-}
-
-// forget adds the state of a key of hash h, dropped at now before it
-// drained, to sh's shadow.
-func (t *Table) forget(sh *shard, h uint64, s *algo.State, now int64) {
-	if sh.shadow == nil {
-		n := t.shadowN
-		if !t.b.Take(shadowExtra(n)) {
-			n = minShadowSlots // counted since New
-		}
-		sh.shadow = make([]algo.Shadow, n)
-	}
-	t.p.Forget(&sh.shadow[sh.shadowSlot(h)], s, now)
-	sh.evictions++
-}
-
-// shadowSlots is the size of a table's shadow, split among its shards, at
-// least minShadowSlots each (just that for a table made while its Budget is
-// spent); both are powers of two.
-const shadowSlots, minShadowSlots = 1024, 16
-
-// shadowSlot returns the index of a key of hash h in its shard's shadow.
-func (sh *shard) shadowSlot(h uint64) int { return int(h & uint64(len(sh.shadow)-1)) }
 
 // Store puts key's state, for a caller that holds the key's shard lock; a
 // state drained at now is dropped instead.
