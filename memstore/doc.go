@@ -48,11 +48,19 @@
 // Stats.Bytes is the count.
 //
 // Eviction never admits more than the policy: an evicted key's state is
-// joined into a small hashed table of the strictest states of evicted keys,
-// and a key the store does not hold starts from its entry there. A key that
-// returns is no better off than when it was evicted; under a flood of new
-// keys, a new key that shares an entry with an evicted one may be denied
-// until that state drains, never admitted beyond its policy.
+// joined into four slots, picked by its hash, of a table of the strictest
+// states of evicted keys (its shard's shadow), and a key the store does
+// not hold starts from the loosest of its four. A key that returns is no
+// better off than when it was evicted. Under a flood of new keys at their
+// whole burst, a new key is denied only when all four of its slots hold a
+// flood key's state, until that state drains: a table's shadows have up to
+// one slot per key it may hold (up to 1/64 of MaxBytes, all shadows up to
+// 1/16), so a flood that evicts a few thousand keys from a table of 2^20
+// leaves nearly every new key its whole quota, while one that evicts,
+// within a period, about as many keys as the shadows have slots (262,144
+// for a table of 2^20 keys at the default MaxBytes) denies most new keys,
+// never admitting any beyond its policy. A snapshot holds the keys, not the
+// shadows: after a restart, an evicted key starts afresh.
 //
 // WriteSnapshot and ReadSnapshot carry the states across a restart, in a
 // versioned binary format closed by a checksum.
