@@ -114,6 +114,34 @@ func TestChaosDenyCacheTrackingKilled(t *testing.T) {
 	}
 }
 
+// Tracking is per connection: a key filled after the tracking
+// connection was killed and dialled again is read on the new connection,
+// whose server then reports the key's next write (invariant 3 in
+// denycache.go).
+func TestChaosDenyCacheTrackedAfterRedial(t *testing.T) {
+	srv := redistest.NewServer(t)
+	c := srv.Client(t)
+	s := cachedStore(t, c, "retrack:")
+	other := newStore(t, c, redisstore.WithPrefix("retrack:"), redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
+	overLimit(t, s, "before")
+	flushes := s.CacheStats().Flushes
+	killTracking(t, c)
+	waitFor(t, time.Second, "the cache dropped", func() bool { return s.CacheStats().Flushes > flushes })
+	waitLive(t, s)
+	tb := overLimit(t, s, "after")
+	to, _ := other.Table("chaos", algo.MustParsePolicy("fixed-window 2/1h"))
+	ctx := context.Background()
+	if err := other.Apply(ctx, []store.Op{{Kind: store.OpReset, Table: to, Key: "after", Now: cacheT0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if redisstore.Cached(s, tb, "after") {
+		t.Fatalf("another process reset a key filled after a redial, and the cache still holds it: %+v", s.CacheStats())
+	}
+}
+
 // A redis-server killed and restarted empty: the cache drops with the
 // connection, and after the restart the key starts afresh, not denied
 // from a stale state; the cache is live again within a second.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,28 @@ const maxFills = 64
 // denyCache is a Store's cache of keys' states read after denials, with
 // which it answers, exactly, the decisions that the state denies (see
 // the package documentation, "Cached denials").
+//
+// Invariants, cited by number where they are relied on:
+//
+//  1. A fill reads its key on its tracker's connection right after
+//     CLIENT CACHING YES: the server then pushes an invalidation there at
+//     the key's next write, by anyone, before its reply to any later
+//     command there, and pushes nothing for keys not so read
+//     (TestRedisOptInTracking, TestDenyCacheFleetWrites).
+//  2. A fill's entry is in the cache, pending, before its read is sent;
+//     an invalidation or a flush drops the key's entry, pending or not;
+//     keep fills an entry only while it is still the key's. So no state
+//     older than the latest invalidation applied is kept
+//     (TestDenyCacheDifferential).
+//  3. Tracking is per connection: when a tracker's connection ends, its
+//     entries go (flush) and its fills under way are abandoned; a new
+//     connection tracks only what it reads itself
+//     (TestChaosDenyCacheTrackingKilled,
+//     TestChaosDenyCacheTrackedAfterRedial).
+//  4. An entry is answered only while its tracker is live: a PONG
+//     answered a PING sent within liveHorizon, and a PONG comes after
+//     every invalidation of a write made before its PING
+//     (TestChaosDenyCacheServerStopped).
 type denyCache struct {
 	s   *Store
 	max int64
@@ -119,16 +142,16 @@ func (c *denyCache) mono() int64 { return int64(time.Since(c.base)) }
 func (c *denyCache) ensure() {
 	c.start.Do(func() {
 		if rc, ok := c.s.client.(*redis.Client); ok {
-			tr := newTracker(c, rc, c.s.cfg.prefix)
+			tr := newTracker(c, rc)
 			c.tr.Store(tr)
 			tr.start()
 		}
 	})
 }
 
-// flush drops tr's entries, and its fills under way; unless server says
-// the server emptied itself (FLUSHALL), tr vouches for nothing until it
-// is live again.
+// flush drops tr's entries, and its fills under way (invariant 3);
+// unless server says the server emptied itself (FLUSHALL), tr vouches
+// for nothing until it is live again.
 func (c *denyCache) flush(tr *tracker, server bool) {
 	c.mu.Lock()
 	if !server {
@@ -204,7 +227,7 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 	}
 	c.mu.RUnlock()
 	now0 := c.mono()
-	if now0 >= until || !tr.isLive() || !c.owns(tr, k) {
+	if now0 >= until || !tr.isLive() || !c.owns(tr, k) { // invariant 4
 		return d, nil, false
 	}
 	if !c.s.cfg.callerTime {
@@ -294,35 +317,38 @@ func (c *denyCache) evictFor(size int64) {
 }
 
 // fill reads key's state, its expiry and (server mode) Redis's clock in
-// one round trip to the server of e's tracker (a MOVED reply there, a
-// slot that moved, abandons it), and makes e, a pending entry, hold
-// them, unless e was
-// dropped meanwhile: an invalidation of the key, or a flush, after e was
-// made covers any write after the read.
+// one round trip on the connection of e's tracker, whose server tracks
+// the read (invariant 1; on a Cluster a MOVED or ASK reply, a slot that
+// moved, abandons it), and makes e, a pending entry, hold them, unless e
+// was dropped meanwhile (invariant 2).
 func (c *denyCache) fill(key string, e *entry) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.timeout)
-	defer cancel()
+	read := "GET"
+	if e.t.policy.Algorithm() == algo.SlidingLog {
+		read = "HGETALL"
+	}
+	cmds := [][]string{{"CLIENT", "CACHING", "YES"}, {read, key}, {"PTTL", key}, {"TIME"}}
+	if c.s.cfg.callerTime {
+		cmds = cmds[:3]
+	}
 	sent := time.Now()
-	var get redis.Cmder
-	var ttl *redis.DurationCmd
-	var clock *redis.TimeCmd
-	_, err := e.tr.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if e.t.policy.Algorithm() == algo.SlidingLog {
-			get = p.HGetAll(ctx, key)
-		} else {
-			get = p.Get(ctx, key)
-		}
-		ttl = p.PTTL(ctx, key)
-		if !c.s.cfg.callerTime {
-			clock = p.Time(ctx)
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
+	cl, err := e.tr.send(cmds...)
+	if err != nil {
 		c.abandon(key, e)
 		return
 	}
-	st, found, err := stateIn(e.t.policy.Algorithm(), get)
+	timeout := time.NewTimer(c.s.cfg.timeout)
+	defer timeout.Stop()
+	select {
+	case <-cl.done:
+	case <-timeout.C:
+		c.abandon(key, e)
+		return
+	}
+	if cl.failed() != nil {
+		c.abandon(key, e)
+		return
+	}
+	st, found, err := stateIn(e.t.policy.Algorithm(), cl.replies[1])
 	if err != nil || !found && c.s.cluster {
 		// No key is the initial state; but on a Cluster an absent key is
 		// not kept: a slot that moves drops only the entries of the keys
@@ -330,22 +356,47 @@ func (c *denyCache) fill(key string, e *entry) {
 		c.abandon(key, e)
 		return
 	}
-	until := int64(math.MaxInt64)
-	if d := ttl.Val(); d >= 0 {
-		// The key expires at its PTTL after the read, which came after
-		// sent; a millisecond less for PTTL's rounding.
-		until = int64(sent.Sub(c.base) + d - time.Millisecond)
-	}
-	var offset int64
-	if clock != nil {
-		// Redis read its clock after sent; TIME has microseconds.
-		offset = clock.Val().UnixNano() + int64(time.Microsecond) - int64(sent.Sub(c.base))
+	until, offset, err := timesOf(cl.replies[2:], sent.Sub(c.base))
+	if err != nil {
+		c.abandon(key, e)
+		return
 	}
 	c.keep(key, e, st, offset, until)
 }
 
+// timesOf returns, from the fill's replies to PTTL and (server mode)
+// TIME, sent at sent (since base), the instant (since base) before which
+// Redis cannot have expired the key, and the offset from this process's
+// monotonic clock to Redis's (0 without TIME).
+func timesOf(replies []any, sent time.Duration) (until, offset int64, err error) {
+	pttl, err := strconv.ParseInt(fmt.Sprint(replies[0]), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("redisstore: a PTTL of %q", replies[0])
+	}
+	until = math.MaxInt64
+	if pttl >= 0 {
+		// The key expires at its PTTL after the read, which came after
+		// sent; a millisecond less for PTTL's rounding.
+		until = int64(sent + time.Duration(pttl-1)*time.Millisecond)
+	}
+	if len(replies) < 2 {
+		return until, 0, nil
+	}
+	tm, ok := replies[1].([]any)
+	if !ok || len(tm) != 2 {
+		return 0, 0, fmt.Errorf("redisstore: a TIME of %v", replies[1])
+	}
+	sec, err1 := strconv.ParseInt(fmt.Sprint(tm[0]), 10, 64)
+	usec, err2 := strconv.ParseInt(fmt.Sprint(tm[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("redisstore: a TIME of %v", tm)
+	}
+	// Redis read its clock after sent; TIME has microseconds.
+	return until, (sec*1e9 + usec*1e3) + int64(time.Microsecond) - int64(sent), nil
+}
+
 // keep makes e, the pending entry of key, hold st, unless e was dropped
-// meanwhile. A log's bytes are known only now: e is counted anew, room
+// meanwhile (invariant 2). A log's bytes are known only now: e is counted anew, room
 // made for it, or it goes when it cannot fit.
 func (c *denyCache) keep(key string, e *entry, st algo.State, offset, until int64) {
 	c.mu.Lock()

@@ -179,10 +179,12 @@
 //
 // The state is exact until someone writes the key: an admission, a
 // refund, a cancelled reservation, a reset, from this process or any
-// other; an expiry, an eviction, a FLUSHALL. Redis reports each such
-// write to the store on a connection of its own (CLIENT TRACKING ON
-// BCAST PREFIX, RESP3 invalidation pushes, for every key under the
-// store's prefix), and the store drops the key's entry on receipt. A
+// other; an expiry, an eviction, a FLUSHALL. The fill reads the key on
+// a connection of the store's own that tracks what it reads (CLIENT
+// TRACKING ON OPTIN, CLIENT CACHING YES before each fill), so Redis
+// reports the key's next write there (a RESP3 invalidation push), and
+// no write of a key this process does not cache; the store drops the
+// key's entry on receipt. A
 // fill that an invalidation of its key overtakes is dropped (even that
 // of a write made before the fill's read: the next denial fills the key
 // again), so no state older than the latest invalidation is ever kept. The time between

@@ -9,32 +9,32 @@ import (
 	"strings"
 
 	"github.com/floodgate/floodgate/algo"
-	"github.com/redis/go-redis/v9"
 )
 
-// stateIn returns the state in get, the fill's read of a key of a table
-// of algorithm a (GET, or HGETALL for a sliding log), and whether the
-// key was there.
-func stateIn(a algo.Algorithm, get redis.Cmder) (st algo.State, found bool, err error) {
-	switch get := get.(type) {
-	case *redis.StringCmd:
-		v, err := get.Result()
-		if err == redis.Nil {
-			return st, false, nil
-		} else if err != nil {
-			return st, false, err
-		}
+// stateIn returns the state in v, the fill's read of a key of a table
+// of algorithm a (GET, or HGETALL for a sliding log, as the tracking
+// connection reads them: a string, a null, or a map's keys and values
+// in turn), and whether the key was there.
+func stateIn(a algo.Algorithm, v any) (st algo.State, found bool, err error) {
+	switch v := v.(type) {
+	case nil:
+		return st, false, nil
+	case string:
 		st, err = stateOf(a, v)
 		return st, true, err
-	case *redis.MapStringStringCmd:
-		h, err := get.Result()
-		if err != nil || len(h) == 0 {
-			return st, false, err
+	case []any:
+		if len(v) == 0 {
+			return st, false, nil
+		}
+		h := make(map[string]string, len(v)/2)
+		for i := 0; i+1 < len(v); i += 2 {
+			k, _ := v[i].(string)
+			h[k], _ = v[i+1].(string)
 		}
 		st, err = logOf(h)
 		return st, true, err
 	}
-	return st, false, fmt.Errorf("redisstore: a read of %T", get)
+	return st, false, fmt.Errorf("redisstore: a read of %T", v)
 }
 
 // logOf returns the state in h, a sliding log's Redis hash (lua/log.lua:

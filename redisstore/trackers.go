@@ -36,7 +36,7 @@ func (c *denyCache) trackerOf(master *redis.Client) *tracker {
 		if c.trackers == nil {
 			c.trackers = make(map[*redis.Client]*tracker)
 		}
-		tr = newTracker(c, master, c.s.cfg.prefix)
+		tr = newTracker(c, master)
 		c.trackers[master] = tr
 		tr.start()
 	}

@@ -31,21 +31,23 @@ const (
 )
 
 // A tracker holds the deny cache's connection to one Redis server (on a
-// Cluster, one master), on which the server sends an invalidation for
-// every key under the store's prefix that anyone writes there (CLIENT
-// TRACKING ON BCAST, RESP3 pushes), and applies them to the cache. Any
-// break in that stream (a connection lost, a heartbeat unanswered) drops
-// the entries the tracker vouches for (e.tr), and it vouches for none
-// until a new connection has been set up and has answered a heartbeat.
+// Cluster, one master). The cache's fills read keys on it, each read
+// tracked (CLIENT TRACKING ON OPTIN, then CLIENT CACHING YES before the
+// read), so the server sends it an invalidation (a RESP3 push) when
+// anyone next writes a key it read, and of no other key; the tracker
+// applies them to the cache. Any break in that stream (a connection
+// lost, a heartbeat unanswered) drops the entries the tracker vouches
+// for (e.tr), and it vouches for none until a new connection has been
+// set up and has answered a heartbeat.
 type tracker struct {
 	c      *denyCache
-	client *redis.Client // the server's client, through which fills go
+	client *redis.Client // the server's client in go-redis's layout
 	// liveUntil is the instant (ns since c.base) until which the
 	// tracker's entries may be served.
 	liveUntil atomic.Int64
 	dial      func(ctx context.Context) (net.Conn, error)
 	user      func() (string, string)
-	prefix    string
+	db        int
 	stop      context.CancelFunc
 	done      chan struct{}
 	// err is why the last connection ended or was refused.
@@ -54,15 +56,25 @@ type tracker struct {
 	mu      sync.Mutex
 	conn    net.Conn
 	w       *bufio.Writer
-	waiters []chan error // replies awaited on conn, in order
+	waiters []*request // requests awaiting replies on conn, in order
+}
+
+// A request is commands sent on a tracker's connection, awaiting their
+// replies: done is closed once replies holds one a command (an error
+// reply as a replyError), or err says why none will come.
+type request struct {
+	n       int
+	replies []any
+	err     error
+	done    chan struct{}
 }
 
 // newTracker returns a tracker of c on rc's server, not yet started:
 // the caller publishes it (c.tr, c.trackers) and then calls start, so
 // that its goroutine never sees the cache without it.
-func newTracker(c *denyCache, rc *redis.Client, prefix string) *tracker {
+func newTracker(c *denyCache, rc *redis.Client) *tracker {
 	o := rc.Options()
-	t := &tracker{c: c, client: rc, prefix: prefix, done: make(chan struct{})}
+	t := &tracker{c: c, client: rc, db: o.DB, done: make(chan struct{})}
 	t.dial = func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) }
 	t.user = func() (string, string) {
 		if o.CredentialsProvider != nil {
@@ -147,7 +159,8 @@ func (t *tracker) session(ctx context.Context) error {
 	conn.Close()
 	t.mu.Lock()
 	for _, w := range t.waiters {
-		w <- errLost
+		w.err = errLost
+		close(w.done)
 	}
 	t.conn, t.w, t.waiters = nil, nil, nil
 	t.mu.Unlock()
@@ -158,7 +171,8 @@ func (t *tracker) session(ctx context.Context) error {
 var errLost = errors.New("the tracking connection was lost")
 
 // handshake sets up conn: RESP3 (HELLO 3, with AUTH when the client has
-// credentials), a name, then tracking of the prefix's keys.
+// credentials), a name, the client's database, then tracking of the keys
+// that the connection reads after CLIENT CACHING YES (invariant 1).
 func (t *tracker) handshake(conn net.Conn, r *bufio.Reader) error {
 	_ = conn.SetDeadline(time.Now().Add(deadTimeout))
 	defer func() { _ = conn.SetDeadline(time.Time{}) }()
@@ -167,8 +181,11 @@ func (t *tracker) handshake(conn net.Conn, r *bufio.Reader) error {
 		hello = append(hello, "AUTH", cmpOr(user, "default"), pass)
 	}
 	w := bufio.NewWriter(conn)
-	cmds := [][]string{hello, {"CLIENT", "SETNAME", "floodgate-tracking"},
-		{"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", t.prefix}}
+	cmds := [][]string{hello, {"CLIENT", "SETNAME", "floodgate-tracking"}}
+	if t.db != 0 {
+		cmds = append(cmds, []string{"SELECT", strconv.Itoa(t.db)})
+	}
+	cmds = append(cmds, []string{"CLIENT", "TRACKING", "ON", "OPTIN"})
 	for _, cmd := range cmds {
 		writeCommand(w, cmd...)
 	}
@@ -204,13 +221,13 @@ func cmpOr(s, def string) string {
 func (t *tracker) beat(ctx context.Context, conn net.Conn) error {
 	for {
 		sent := time.Now()
-		ping, err := t.ping()
+		ping, err := t.send([]string{"PING"})
 		if err != nil {
 			return err
 		}
 		select {
-		case err := <-ping:
-			if err != nil {
+		case <-ping.done:
+			if err := ping.failed(); err != nil {
 				return err
 			}
 			t.live(sent.Add(liveHorizon))
@@ -231,34 +248,52 @@ func (t *tracker) beat(ctx context.Context, conn net.Conn) error {
 	}
 }
 
-// ping sends a PING on the connection and returns the channel that gets
-// its outcome: nil once PONG is read, which comes after every
+// send sends cmds on the connection, one after the other with no other
+// command between them, and returns their request. Replies and pushes come
+// in the order Redis sends them: a PING's answer comes after every
 // invalidation of a write that Redis carried out before the PING.
-func (t *tracker) ping() (chan error, error) {
+func (t *tracker) send(cmds ...[]string) (*request, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.conn == nil {
 		return nil, errLost
 	}
-	ch := make(chan error, 1)
-	writeCommand(t.w, "PING")
+	for _, cmd := range cmds {
+		writeCommand(t.w, cmd...)
+	}
 	if err := t.w.Flush(); err != nil {
 		return nil, err
 	}
-	t.waiters = append(t.waiters, ch)
-	return ch, nil
+	cl := &request{n: len(cmds), replies: make([]any, 0, len(cmds)), done: make(chan struct{})}
+	t.waiters = append(t.waiters, cl)
+	return cl, nil
+}
+
+// failed returns, once cl is done, why it failed: its connection's loss
+// or its first error reply.
+func (cl *request) failed() error {
+	if cl.err != nil {
+		return cl.err
+	}
+	for _, v := range cl.replies {
+		if e, ok := v.(replyError); ok {
+			return e
+		}
+	}
+	return nil
 }
 
 // sync waits until every invalidation of a write that Redis carried out
 // before the call has been applied: a PING's answer comes after them.
 func (t *tracker) sync(ctx context.Context) error {
 	sent := time.Now()
-	ch, err := t.ping()
+	ping, err := t.send([]string{"PING"})
 	if err != nil {
 		return err
 	}
 	select {
-	case err := <-ch:
+	case <-ping.done:
+		err := ping.failed()
 		if err == nil {
 			t.live(sent.Add(liveHorizon))
 		}
@@ -277,17 +312,7 @@ func (t *tracker) read(r *bufio.Reader) error {
 			return err
 		}
 		if push == nil {
-			t.mu.Lock()
-			if len(t.waiters) > 0 {
-				w := t.waiters[0]
-				t.waiters = t.waiters[1:]
-				if e, ok := v.(replyError); ok {
-					w <- e
-				} else {
-					w <- nil
-				}
-			}
-			t.mu.Unlock()
+			t.reply(v)
 			continue
 		}
 		if len(push) == 2 && push[0] == "invalidate" {
@@ -298,6 +323,20 @@ func (t *tracker) read(r *bufio.Reader) error {
 			}
 			t.c.invalidate(keys)
 		}
+	}
+}
+
+// reply hands v, a reply, to the call awaiting it.
+func (t *tracker) reply(v any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.waiters) == 0 {
+		return
+	}
+	w := t.waiters[0]
+	if w.replies = append(w.replies, v); len(w.replies) == w.n {
+		t.waiters = t.waiters[1:]
+		close(w.done)
 	}
 }
 
