@@ -23,9 +23,9 @@ func (s *Store) CacheStats() store.CacheStats {
 	if c == nil {
 		return store.CacheStats{}
 	}
-	c.mu.RLock()
-	entries, bytes := int64(len(c.m)), c.bytes
-	c.mu.RUnlock()
+	c.mu.Lock()
+	entries, bytes := int64(c.idx.n), c.bytes
+	c.mu.Unlock()
 	st := c.Stats(entries, bytes, c.max, c.isLive())
 	if !st.Live {
 		st.Err = c.err()
@@ -34,8 +34,9 @@ func (s *Store) CacheStats() store.CacheStats {
 }
 
 // entryBytes is what the bound counts for a key besides its name's bytes
-// and, for a sliding log, its log (algo.State.LogSize): the map's slot,
-// the entry and the key's string header, as measured on the heap
+// and, for a sliding log, its log (algo.State.LogSize): the entry, with
+// the key's string header, and its share of the index's array (16 to 32
+// bytes: an array a quarter to half full), as measured on the heap
 // (TestDenyCacheBytes).
 const entryBytes = 144
 
@@ -85,6 +86,19 @@ const maxFills = 64
 //     answered a PING sent within liveHorizon, and a PONG comes after
 //     every invalidation of a write made before its PING
 //     (TestChaosDenyCacheServerStopped).
+//  5. An entry in the index is never written: keep puts a new entry in
+//     the pending one's place. A decision reads an entry without a lock
+//     (TestDenyCacheEntriesImmutable).
+//  6. A lookup (index.get) takes no lock and writes no shared memory.
+//     Once a writer has removed an entry, no lookup that begins later
+//     finds it: a removal moves the later entries of its run back, each
+//     written to its new slot before its old one is overwritten, and a
+//     rebuild empties the array it replaces. A lookup that meets a
+//     writer may miss an entry that is there, which only sends its
+//     decision to Redis (TestIndexRemoved, TestIndexConcurrent).
+//  7. Between writers (who hold mu) the index's array is at most half
+//     full, counts its entries in n, and holds each key once, where its
+//     probe finds it (index.check; TestIndexCheck).
 type denyCache struct {
 	s   *Store
 	max int64
@@ -102,37 +116,39 @@ type denyCache struct {
 	trackers map[*redis.Client]*tracker // on a Cluster, by master (trackerOf)
 	closed   bool
 
-	m     map[string]*entry // Redis key -> entry, under mu
-	bytes int64             // under mu
+	// mu serializes the writers of idx and bytes; decisions take no
+	// lock (invariant 6).
+	mu    sync.Mutex
+	idx   *index // Redis key -> entry
+	bytes int64  // under mu
 
-	// Every cached answer writes mu (its reader count) and Hits, from
-	// every CPU: each on a cache line of its own, so that no decision's
-	// reads of the fields above wait for another CPU's writes.
-	_  [64]byte
-	mu sync.RWMutex
-	_  [64]byte
+	// Every cached answer writes Hits, from every CPU: on a cache line
+	// of its own, so that no decision's reads of the fields above wait
+	// for another CPU's writes.
+	_ [64]byte
 	store.CacheCounts
 	_ [64]byte
 }
 
-// entry is a key's state as Redis held it, or a fill under way (pending).
+// entry is a key's state as Redis held it, or a fill under way (pending:
+// until 0); never written once in the index (invariant 5).
 type entry struct {
-	t       *table
-	tr      *tracker // whose invalidations the entry relies on
-	pending bool
-	size    int64      // the bytes the bound counts for the entry
-	state   algo.State // a sliding log's ring is shared by its readers: never written
+	key   string // the Redis key
+	t     *table
+	tr    *tracker   // whose invalidations the entry relies on
+	size  int64      // the bytes the bound counts for the entry
+	state algo.State // a sliding log's ring is shared by its readers: never written
 	// offset turns the monotonic clock (ns since base) into Redis's
 	// (server mode): the latest Redis's clock can be at an instant.
 	offset int64
 	// until is the monotonic instant (ns since base) before which Redis
-	// cannot have expired the key.
+	// cannot have expired the key; 0 while the fill is under way.
 	until int64
 }
 
 func newDenyCache(s *Store, maxBytes int64) *denyCache {
 	return &denyCache{s: s, max: maxBytes, base: time.Now(), fills: make(chan struct{}, maxFills),
-		m: make(map[string]*entry), redialAfter: time.After}
+		idx: newIndex(), redialAfter: time.After}
 }
 
 // mono returns the monotonic time since base.
@@ -157,18 +173,14 @@ func (c *denyCache) flush(tr *tracker, server bool) {
 	if !server {
 		tr.liveUntil.Store(0)
 	}
-	if tr == c.tr.Load() {
-		if len(c.m) > 0 {
-			c.m = make(map[string]*entry)
-			c.bytes = 0
+	all := tr == c.tr.Load()
+	c.idx.rebuild(func(e *entry) bool {
+		if all || e.tr == tr {
+			c.bytes -= e.size
+			return true
 		}
-	} else {
-		for k, e := range c.m {
-			if e.tr == tr {
-				c.remove(k, e)
-			}
-		}
-	}
+		return false
+	})
 	c.mu.Unlock()
 	c.Flushes.Add(1)
 }
@@ -178,8 +190,8 @@ func (c *denyCache) invalidate(keys []any) {
 	c.mu.Lock()
 	for _, k := range keys {
 		if key, ok := k.(string); ok {
-			if e := c.m[key]; e != nil {
-				c.remove(key, e)
+			if e := c.idx.find(key); e != nil {
+				c.remove(e)
 				c.Invalidations.Add(1)
 			}
 		}
@@ -187,9 +199,9 @@ func (c *denyCache) invalidate(keys []any) {
 	c.mu.Unlock()
 }
 
-// remove deletes key's entry e; c.mu is held.
-func (c *denyCache) remove(key string, e *entry) {
-	delete(c.m, key)
+// remove deletes e, an entry of the index; c.mu is held.
+func (c *denyCache) remove(e *entry) {
+	c.idx.remove(e)
 	c.bytes -= e.size
 }
 
@@ -198,15 +210,12 @@ func (c *denyCache) remove(key string, e *entry) {
 func (c *denyCache) drop(t *table, key string) {
 	var buf [128]byte
 	k := t.appendRedisKey(buf[:0], key)
-	c.mu.RLock()
-	e := c.m[string(k)]
-	c.mu.RUnlock()
-	if e == nil {
+	if c.idx.get(k) == nil {
 		return
 	}
 	c.mu.Lock()
-	if e := c.m[string(k)]; e != nil {
-		c.remove(string(k), e)
+	if e := c.idx.find(string(k)); e != nil {
+		c.remove(e)
 	}
 	c.mu.Unlock()
 }
@@ -217,22 +226,18 @@ func (c *denyCache) drop(t *table, key string) {
 func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision, err error, ok bool) {
 	var buf [128]byte
 	k := t.appendRedisKey(buf[:0], key)
-	c.mu.RLock()
-	e := c.m[string(k)]
-	var st algo.State
-	var tr *tracker
-	var offset, until int64 // until 0: no state
-	if e != nil && !e.pending {
-		st, tr, offset, until = e.state, e.tr, e.offset, e.until
+	e := c.idx.get(k) // invariants 5, 6
+	if e == nil {
+		return d, nil, false
 	}
-	c.mu.RUnlock()
 	now0 := c.mono()
-	if now0 >= until || !tr.isLive() || !c.owns(tr, k) { // invariant 4
+	if now0 >= e.until /* pending: 0 */ || !e.tr.isLive() || !c.owns(e.tr, k) { // invariant 4
 		return d, nil, false
 	}
 	if !c.s.cfg.callerTime {
-		now = now0 + offset // Redis's clock, as Redis would decide
+		now = now0 + e.offset // Redis's clock, as Redis would decide
 	}
+	st := e.state
 	if wouldAdmit(&t.policy, &st, now, n) {
 		return d, nil, false
 	}
@@ -283,7 +288,7 @@ func (c *denyCache) denied(t *table, key string) {
 	// other callers' denials, sent to Redis while it was pending, found
 	// already (a state that Redis no longer holds has an invalidation on
 	// its way, after which the next denial fills the key again).
-	if c.m[k] != nil || !tr.isLive() {
+	if c.idx.find(k) != nil || !tr.isLive() {
 		c.mu.Unlock()
 		return
 	}
@@ -293,10 +298,8 @@ func (c *denyCache) denied(t *table, key string) {
 		c.mu.Unlock()
 		return
 	}
-	c.evictFor(size)
-	e := &entry{t: t, tr: tr, pending: true, size: size}
-	c.m[k] = e
-	c.bytes += size
+	e := &entry{key: k, t: t, tr: tr, size: size}
+	c.add(e)
 	c.mu.Unlock()
 	go func() {
 		defer func() { <-c.fills }()
@@ -304,16 +307,19 @@ func (c *denyCache) denied(t *table, key string) {
 	}()
 }
 
-// evictFor drops entries, in the map's order, until size more bytes fit;
-// c.mu is held.
-func (c *denyCache) evictFor(size int64) {
-	for k, e := range c.m {
-		if c.bytes+size <= c.max {
-			return
+// add puts e in the index, whose key has no entry, after dropping
+// others, from the eviction's cursor on, until it fits; c.mu is held.
+func (c *denyCache) add(e *entry) {
+	for c.bytes+e.size > c.max {
+		v := c.idx.evict()
+		if v == nil {
+			break
 		}
-		c.remove(k, e)
+		c.bytes -= v.size
 		c.Evictions.Add(1)
 	}
+	c.idx.insert(e)
+	c.bytes += e.size
 }
 
 // fill reads key's state, its expiry and (server mode) Redis's clock in
@@ -395,32 +401,29 @@ func timesOf(replies []any, sent time.Duration) (until, offset int64, err error)
 	return until, (sec*1e9 + usec*1e3) + int64(time.Microsecond) - int64(sent), nil
 }
 
-// keep makes e, the pending entry of key, hold st, unless e was dropped
-// meanwhile (invariant 2). A log's bytes are known only now: e is counted anew, room
-// made for it, or it goes when it cannot fit.
+// keep replaces e, the pending entry of key, with one holding st, unless
+// e was dropped meanwhile (invariants 2, 5). A log's bytes are known only
+// now: room is made for them, or the entry goes when it cannot fit.
 func (c *denyCache) keep(key string, e *entry, st algo.State, offset, until int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m[key] != e {
+	if c.idx.find(key) != e {
 		return
 	}
-	c.remove(key, e)
-	size := entrySize(key, st.LogSize())
-	if size > c.max {
+	c.remove(e)
+	f := &entry{key: key, t: e.t, tr: e.tr, size: entrySize(key, st.LogSize()), state: st, offset: offset, until: until}
+	if f.size > c.max {
 		return
 	}
-	c.evictFor(size)
-	e.state, e.offset, e.until, e.pending, e.size = st, offset, until, false, size
-	c.m[key] = e
-	c.bytes += size
+	c.add(f)
 	c.Fills.Add(1)
 }
 
 // abandon drops e, a fill that failed.
 func (c *denyCache) abandon(key string, e *entry) {
 	c.mu.Lock()
-	if c.m[key] == e {
-		c.remove(key, e)
+	if c.idx.find(key) == e {
+		c.remove(e)
 	}
 	c.mu.Unlock()
 }

@@ -20,11 +20,8 @@ func WaitFills(s *Store) {
 // Cached reports whether s's deny cache holds a state (not a fill under
 // way) for key in t.
 func Cached(s *Store, t store.Table, key string) bool {
-	c := s.cache
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	e := c.m[KeyOf(t, key)]
-	return e != nil && !e.pending
+	e := s.cache.idx.get([]byte(KeyOf(t, key)))
+	return e != nil && e.until != 0
 }
 
 // Hold puts key of t in s's deny cache as a filled initial state, without
@@ -33,9 +30,7 @@ func Hold(s *Store, t store.Table, key string) {
 	c := s.cache
 	k := KeyOf(t, key)
 	c.mu.Lock()
-	c.evictFor(entrySize(k, 0))
-	c.m[k] = &entry{t: t.(*table), until: 1 << 62, size: entrySize(k, 0)}
-	c.bytes += entrySize(k, 0)
+	c.add(&entry{key: k, t: t.(*table), until: 1 << 62, size: entrySize(k, 0)})
 	c.mu.Unlock()
 }
 
@@ -49,11 +44,9 @@ func HoldLog(s *Store, t store.Table, key string, h map[string]string) error {
 	}
 	c := s.cache
 	k := KeyOf(t, key)
-	e := &entry{t: t.(*table), pending: true, size: entrySize(k, 0)}
+	e := &entry{key: k, t: t.(*table), size: entrySize(k, 0)}
 	c.mu.Lock()
-	c.evictFor(e.size)
-	c.m[k] = e
-	c.bytes += e.size
+	c.add(e)
 	c.mu.Unlock()
 	c.keep(k, e, st, 0, 1<<62)
 	return nil
