@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,6 +147,11 @@ func (c *Cluster) Addrs() []string {
 	}
 	return a
 }
+
+// Servers returns the nodes, every one a master, in the order of Addrs:
+// for a Meter of the whole cluster. The nodes of SharedCluster must not be
+// killed, stopped or restarted (their Kill and Stop panic).
+func (c *Cluster) Servers() []*Server { return slices.Clone(c.nodes) }
 
 // Client returns a new cluster client of the cluster, closed when t ends.
 func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {

@@ -38,6 +38,15 @@
 // never pass by skipping. Debian's redis-server package provides both
 // programs, and `make test` installs it when run as root.
 //
+// A Meter measures what servers spend in a benchmark's timed part: their
+// CPU time, commands and network bytes from INFO, summed over one server
+// or every master of a Cluster (Cluster.Servers), and this process's CPU
+// time; Usage.Report reports them per operation (redis-µs/op,
+// redis-cmds/op, redis-bytes/op, cpu-ns/op). Its own INFO commands and
+// their bytes are left out; their CPU time (a fraction of a millisecond
+// per Start and Stop) is not, so a benchmark measures a few thousand
+// operations at least.
+//
 // Clients come from Server.Client and Cluster.Client, with go-redis's
 // defaults, and are closed when their test ends.
 //

@@ -184,12 +184,7 @@ func do(network, addr string, args ...string) (string, error) {
 	defer conn.Close()
 	deadline, _ := ctx.Deadline()
 	conn.SetDeadline(deadline)
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := conn.Write([]byte(b.String())); err != nil {
+	if _, err := conn.Write(encode(args)); err != nil {
 		return "", err
 	}
 	r := bufio.NewReader(conn)
@@ -218,6 +213,17 @@ func do(network, addr string, args ...string) (string, error) {
 		return string(buf[:n]), nil
 	}
 	return "", fmt.Errorf("%s: unexpected reply %q", args[0], line)
+}
+
+// encode returns the command args as Redis reads it: a RESP array of
+// bulk strings.
+func encode(args []string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return []byte(b.String())
 }
 
 // tail keeps the last tailSize bytes written to it: a process's output.
