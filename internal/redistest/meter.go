@@ -36,10 +36,13 @@ type Usage struct {
 	BytesIn, BytesOut int64
 	// ProcessCPU is this process's CPU time, user and system (getrusage).
 	ProcessCPU time.Duration
+	// Servers is how many servers the Meter read: 0 for a Meter of this
+	// process alone.
+	Servers int
 }
 
-// NewMeter returns a Meter of servers: one redis-server, or every master
-// of a Cluster (Cluster.Servers).
+// NewMeter returns a Meter of servers: one redis-server, every master of
+// a Cluster (Cluster.Servers), or none, for this process's CPU time alone.
 func NewMeter(servers ...*Server) *Meter { return &Meter{servers: servers} }
 
 // Start reads the counters, failing tb when a server cannot tell them.
@@ -62,23 +65,27 @@ func (m *Meter) Stop(tb testing.TB) Usage {
 		BytesIn:    after.BytesIn - m.before.BytesIn - int64(len(m.servers)*len(encode(infoArgs))),
 		BytesOut:   after.BytesOut - m.before.BytesOut - m.replies,
 		ProcessCPU: after.ProcessCPU - m.before.ProcessCPU,
+		Servers:    len(m.servers),
 	}
 }
 
 // Report reports u per operation, ops being how many the benchmark did
 // (b.N, or b.N times the decisions per call): redis-µs/op, redis-cmds/op,
-// redis-bytes/op (in and out) and cpu-ns/op (this process). It fails b
-// when ops is not positive.
+// redis-bytes/op (in and out), unless u read no server, and cpu-ns/op
+// (this process). It fails b when ops is not positive.
 func (u Usage) Report(b *testing.B, ops int) {
 	b.Helper()
 	if ops <= 0 {
 		b.Fatalf("redistest: Usage.Report of %d operations: want at least 1", ops)
 	}
 	n := float64(ops)
+	b.ReportMetric(float64(u.ProcessCPU.Nanoseconds())/n, "cpu-ns/op")
+	if u.Servers == 0 {
+		return
+	}
 	b.ReportMetric(float64(u.RedisCPU.Nanoseconds())/1e3/n, "redis-µs/op")
 	b.ReportMetric(float64(u.Commands)/n, "redis-cmds/op")
 	b.ReportMetric(float64(u.BytesIn+u.BytesOut)/n, "redis-bytes/op")
-	b.ReportMetric(float64(u.ProcessCPU.Nanoseconds())/n, "cpu-ns/op")
 }
 
 // read returns the servers' counters, summed, and this process's CPU

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -64,13 +65,17 @@ func TestMeterCPU(t *testing.T) {
 
 // TestUsageReport checks the metrics Report gives a benchmark.
 func TestUsageReport(t *testing.T) {
-	u := Usage{RedisCPU: 3 * time.Millisecond, Commands: 4000, BytesIn: 10000, BytesOut: 6000, ProcessCPU: 5 * time.Millisecond}
+	u := Usage{RedisCPU: 3 * time.Millisecond, Commands: 4000, BytesIn: 10000, BytesOut: 6000,
+		ProcessCPU: 5 * time.Millisecond, Servers: 2}
 	r := testing.Benchmark(func(b *testing.B) { u.Report(b, 1000) })
 	want := map[string]float64{"redis-µs/op": 3, "redis-cmds/op": 4, "redis-bytes/op": 16, "cpu-ns/op": 5000}
-	for unit, v := range want {
-		if got := r.Extra[unit]; got != v {
-			t.Errorf("%s = %v, want %v", unit, got, v)
-		}
+	if !maps.Equal(r.Extra, want) {
+		t.Errorf("Report of %+v per 1000 ops: %v, want %v", u, r.Extra, want)
+	}
+	u.Servers = 0
+	r = testing.Benchmark(func(b *testing.B) { u.Report(b, 1000) })
+	if want := map[string]float64{"cpu-ns/op": 5000}; !maps.Equal(r.Extra, want) {
+		t.Errorf("Report of a Meter of no server: %v, want %v", r.Extra, want)
 	}
 }
 
