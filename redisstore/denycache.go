@@ -231,7 +231,7 @@ func (c *denyCache) decide(t *table, key string, now, n int64) (d algo.Decision,
 		return d, nil, false
 	}
 	now0 := c.mono()
-	if now0 >= e.until /* pending: 0 */ || !e.tr.isLive() || !c.owns(e.tr, k) { // invariant 4
+	if now0 >= e.until /* pending: 0 */ || !e.tr.isLive(now0) || !c.owns(e.tr, k) { // invariant 4
 		return d, nil, false
 	}
 	if !c.s.cfg.callerTime {
@@ -288,7 +288,7 @@ func (c *denyCache) denied(t *table, key string) {
 	// other callers' denials, sent to Redis while it was pending, found
 	// already (a state that Redis no longer holds has an invalidation on
 	// its way, after which the next denial fills the key again).
-	if c.idx.find(k) != nil || !tr.isLive() {
+	if c.idx.find(k) != nil || !tr.isLive(c.mono()) {
 		c.mu.Unlock()
 		return
 	}

@@ -76,7 +76,7 @@ func (c *denyCache) all() []*tracker {
 func (c *denyCache) isLive() bool {
 	trs := c.all()
 	for _, tr := range trs {
-		if !tr.isLive() {
+		if !tr.isLive(c.mono()) {
 			return false
 		}
 	}
@@ -86,7 +86,7 @@ func (c *denyCache) isLive() bool {
 // err returns why a tracker that is not live is not, the first one known.
 func (c *denyCache) err() error {
 	for _, tr := range c.all() {
-		if e := tr.err.Load(); e != nil && !tr.isLive() {
+		if e := tr.err.Load(); e != nil && !tr.isLive(c.mono()) {
 			return *e
 		}
 	}

@@ -92,7 +92,9 @@ func (t *tracker) start() {
 	go t.run(ctx)
 }
 
-func (t *tracker) isLive() bool { return t.c.mono() < t.liveUntil.Load() }
+// isLive reports whether the tracker's entries may be served at now, an
+// instant of the monotonic clock (ns since c.base).
+func (t *tracker) isLive(now int64) bool { return now < t.liveUntil.Load() }
 
 // live marks the tracker live until at, an instant on the monotonic clock.
 func (t *tracker) live(at time.Time) {
