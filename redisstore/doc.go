@@ -152,103 +152,122 @@
 //
 // # Cached denials
 //
-// A store made WithDenyCache answers a flood of requests over their limit
-// from memory, exactly, while keeping Redis the one place where units
-// are spent. A denial writes nothing to its key: the script changes a
-// key only when it admits, refunds or resets (and deletes a drained one
-// when a peek finds it so). So once Redis has denied a decision on a
-// key, the store reads the key's state (GET, or HGETALL for a sliding
-// log's hash, with its PTTL and, on Redis's clock, TIME, in one round
-// trip, off the caller's path) and keeps it; a later decision on that key
-// is decided by package algo on that state at the decision's own time,
-// which gives the Decision the script would give on the same state, to
-// the nanosecond: remaining units, retry and reset waits, window
-// roll-overs and a log's expired entries included. When algo
-// denies, that is the answer, without Redis; when it would admit (a
-// refill, a new window, a peek), the decision goes to Redis, which alone
-// admits. Only decisions are answered locally: a Table.Decide, an Apply
-// of one OpDecide, and each OpDecide of an ApplyEach on a key that no
-// earlier op of the call sends to Redis (the rest of the call goes to
-// Redis as one). Every other op goes to Redis, and drops the entries of
-// the keys it names. A sliding log is kept as algo's log of its entries,
-// read by every decision on the key at once and written by none: algo
-// writes a log only when it admits, so the cache first peeks (which
-// writes nothing), and a decision of n units that the log would admit,
-// n at most the peek's Remaining, goes to Redis without being decided on
-// the log.
+// A store made WithDenyCache answers a flood of requests over their
+// limit from memory, exactly. Redis stays the one place where units are
+// spent.
 //
-// The state is exact until someone writes the key: an admission, a
-// refund, a cancelled reservation, a reset, from this process or any
-// other; an expiry, an eviction, a FLUSHALL. The fill reads the key on
-// a connection of the store's own that tracks what it reads (CLIENT
-// TRACKING ON OPTIN, CLIENT CACHING YES before each fill), so Redis
-// reports the key's next write there (a RESP3 invalidation push), and
-// no write of a key this process does not cache; the store drops the
-// key's entry on receipt. A
-// fill that an invalidation of its key overtakes is dropped (even that
-// of a write made before the fill's read: the next denial fills the key
-// again), so no state older than the latest invalidation is ever kept. The time between
-// another process's write and this store dropping the entry is the
-// invalidation window: one trip of a push from Redis to this process
-// (the README's "Cached denials" has the measured figures); a decision
-// made in it is the one Redis would have made just before the write,
-// as if the two had crossed on the wire. A policy reload needs nothing:
-// a table of another policy keeps its keys at other Redis keys.
+// A denial writes nothing to its key: the script changes a key only when
+// it admits, refunds or resets (and deletes a drained one that a peek
+// finds). So after Redis denies a decision on a key, the store reads the
+// key's state and keeps it. A later decision on that key is decided by
+// package algo on that state, at the decision's own time. That gives the
+// Decision the script would give, to the nanosecond: remaining units,
+// retry and reset waits, window roll-overs and a log's expired entries.
 //
-// The store's own ops drop their keys' entries, before they go and once
-// they are done, so a process sees its own writes at once.
+//   - When algo denies, that is the answer, without Redis.
+//   - When algo would admit (a refill, a new window, a peek), the
+//     decision goes to Redis, which alone admits.
+//   - Only decisions are answered from the cache: a Table.Decide, an
+//     Apply of one OpDecide, and each OpDecide of an ApplyEach on a key
+//     that no earlier op of the call sends to Redis.
+//   - Every other op goes to Redis and drops its keys' entries, before it
+//     goes and once it is done: a process sees its own writes at once.
+//   - A sliding log is kept as algo's log of its entries, shared by its
+//     readers and written by none. algo writes a log only when it admits,
+//     so the cache first peeks; a decision the log would admit goes to
+//     Redis.
+//   - A policy reload needs nothing: a table of another policy keeps its
+//     keys at other Redis keys.
 //
-// The cache fails safe. It answers nothing until its connection has
-// turned tracking on and answered a PING; it sends a PING every 100 ms
-// and answers only while the last answer came to a PING sent within the
-// last 500 ms, since a PING's answer comes after every invalidation of
-// a write Redis carried out before it. A connection that breaks or falls
-// silent for a second drops the whole cache, and a new one starts empty.
-// A server that refuses to set tracking up (an ACL without CLIENT, a
-// Redis before 6, without RESP3) never has the cache answer: the
-// decisions all go to Redis, Store.CacheStats reports Live false with
-// the server's error in Err, and the connection is tried again after
-// 100 ms, then after waits that double up to 5 s (back to 100 ms once a
-// connection has been live), rather than ten times a second.
-// A key is answered only until the instant Redis may expire it (its
-// PTTL). With Redis's clock (the default), the script decides at Redis's
-// time, whatever the caller's; so does the cache, at Redis's clock as
-// read by the fill (TIME) and carried on by this process's monotonic
-// clock, an estimate from above that is late by at most the fill's round
-// trip: a decision at the edge of a refill may be answered as Redis
-// would have answered it that much later. With WithCallerTime both decide
-// at the caller's time, and the cache is exact to the nanosecond. Behind a failsafe.Store the cache answers as long as its
-// connection does: a cached denial is Redis's answer, not a fallback.
+// # Fills and invalidations
 //
-// The cache is bounded in bytes (WithDenyCache), counting each key at
-// its name's length plus 144 bytes (the entry, its state and the map's
-// slot, measured on the heap), and a sliding log's key its log too
-// (algo.State.LogSize: 48 bytes and 16 an entry, for a ring of the
-// entries rounded up to a power of two; 176 bytes for a log of 5
-// entries, 2,096 for one of 100), counted once the fill has read it;
-// past the bound, the cache drops other keys to make room. A log is read
-// whole, so the cache reads only those whose LIMIT is at most a 32nd of
-// the bound (a log at its longest fits it): 1,048,576 for 32 MiB.
-// Store.CacheStats counts hits, fills, invalidations and flushes
-// (package prommetrics exports them).
+// The fill reads the key (GET, or HGETALL for a sliding log's hash), its
+// PTTL and, on Redis's clock, TIME, in one round trip, off the caller's
+// path. It reads on the cache's own connection to the server, a RESP3
+// connection with CLIENT TRACKING ON OPTIN, and sends CLIENT CACHING YES
+// before each read. So Redis tracks only the keys this process read to
+// cache them.
 //
-// On a Redis Cluster each master has its own tracking connection, with
-// its own heartbeat, started when a key of its slots is first denied (or
-// by Store.Sync), and an entry relies on that of the master whose slots
-// held its key when it was filled: the fill reads the key from that
-// master (a MOVED reply abandons it), and the entry is answered only
-// while that master's connection is live and the cluster layout that
-// go-redis holds still names it as the master of the key's slot. So a
-// master that is lost or falls silent drops, or stops answering, its
-// own slots' entries, while the other masters' keep being answered; and
-// a slot that moves (a failover, a resharding, seen by go-redis on a
-// MOVED reply or a reload of its layout) is not answered from a state
-// that the old master's invalidations kept. A slot resharded away drops
-// its keys' entries even before go-redis learns of the move: the old
-// master's deletion of each key it migrates is an invalidation. For that,
-// on a Cluster the cache keeps only keys that Redis holds (a cost above
-// the burst on a fresh key is not cached). The connection of a node that
-// is no longer a master stays until Close.
+//   - Redis reports the next write of a tracked key on that connection:
+//     an admission, a refund, a reset, by any process; an expiry, an
+//     eviction. The store drops the key's entry on receipt.
+//   - Redis then forgets the key. It is tracked again only if a later
+//     denial fills it again.
+//   - A write of a key that no process caches costs Redis nothing more
+//     than without the cache, however many processes share it.
+//   - FLUSHALL and FLUSHDB drop the whole cache.
+//   - A fill that an invalidation of its key overtakes is dropped, so no
+//     state older than the latest invalidation is ever kept.
+//
+// The invalidation window is the time between another process's write
+// and this store dropping the entry: one trip of a push from Redis to
+// this process (the README's "Cached denials" has the figures). A
+// decision in it is the one Redis would have made just before the write,
+// as if the two had crossed on the wire.
+//
+// A decision takes no lock: it looks its key up in an index of atomic
+// pointers to entries that are never written once published. Fills,
+// invalidations and evictions change the index under a mutex.
+//
+// # Failing safe
+//
+//   - The cache answers nothing until its connection has turned tracking
+//     on and answered a PING.
+//   - It sends a PING every 100 ms. It answers only while the last answer
+//     came to a PING sent within the last 500 ms: a PING's answer comes
+//     after every invalidation of a write Redis made before it.
+//   - A connection that breaks, or is silent for a second, drops the
+//     whole cache. A new connection starts empty, and tracks only what it
+//     reads itself.
+//   - A server that refuses to set tracking up (an ACL without CLIENT, a
+//     Redis before 6, without RESP3) never has the cache answer.
+//     Store.CacheStats reports Live false with the server's error in Err.
+//     The connection is tried again after 100 ms, then after waits that
+//     double up to 5 s (back to 100 ms once a connection has been live).
+//   - A key is answered only until Redis may expire it (its PTTL).
+//   - Behind a failsafe.Store the cache answers as long as its connection
+//     does: a cached denial is Redis's answer, not a fallback.
+//
+// With Redis's clock (the default) the cache decides at Redis's clock as
+// the fill read it (TIME), carried on by this process's monotonic clock.
+// That estimate is late by at most the fill's round trip: a decision at
+// the edge of a refill may be answered as Redis would have answered it
+// that much later. With WithCallerTime both decide at the caller's time,
+// and the cache is exact to the nanosecond.
+//
+// # Memory
+//
+//   - The cache is bounded in bytes (WithDenyCache). It counts each key
+//     at its name's length plus 144 bytes (the entry, its state and its
+//     share of the index, measured on the heap).
+//   - A sliding log's key counts its log too, once the fill has read it
+//     (algo.State.LogSize: 48 bytes and 16 an entry, for a ring of the
+//     entries rounded up to a power of two; 176 bytes for a log of 5
+//     entries, 2,096 for one of 100).
+//   - Past the bound, the cache drops other keys to make room.
+//   - A log is read whole, so the cache reads only those whose LIMIT is
+//     at most a 32nd of the bound: 1,048,576 for 32 MiB.
+//   - Store.CacheStats counts hits, fills, invalidations and flushes
+//     (package prommetrics exports them).
+//
+// # Cached denials on a Cluster
+//
+//   - Each master has its own tracking connection and heartbeat, started
+//     when a key of its slots is first denied (or by Store.Sync).
+//   - The fill reads the key on the connection of the master whose slots
+//     hold it; a MOVED or ASK reply abandons it.
+//   - An entry is answered only while that master's connection is live
+//     and go-redis's cluster layout still names it as the master of the
+//     key's slot. So a master lost or silent stops answering only its own
+//     slots' entries, and a slot that moves (a failover, a resharding) is
+//     not answered from the old master's state.
+//   - A slot resharded away drops its keys' entries even before go-redis
+//     learns of the move: the old master's deletion of each key it
+//     migrates is an invalidation. For that, on a Cluster the cache keeps
+//     only keys that Redis holds (a cost above the burst on a fresh key
+//     is not cached).
+//   - The connection of a node that is no longer a master stays until
+//     Close.
 //
 // Redis 6.2 or later is needed (SET PXAT); the tests run on Redis 7, with
 // both forms of the code.
