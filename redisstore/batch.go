@@ -33,14 +33,17 @@ type work struct {
 
 // newBatcher returns the batcher of s's calls (package batch): calls
 // leave together, up to maxBatch in one script call, with at most
-// maxInFlight script calls out. With a client that does not heed
+// maxInFlight script calls out. onMaster says that its calls go to one
+// master of a Redis Cluster (batcherOf), so that their keys of several
+// slots may go in one script call (carryOnMaster). With a client that does not heed
 // contexts' deadlines, a sender sends even a lone call
 // (batch.Limits.Detach), so that its caller can leave when its context or
 // the store's timeout ends while the client waits on; a client that heeds
 // them (ContextTimeoutEnabled) ends the call itself, and a lone caller
 // sends its own call, saving two hand-offs between goroutines.
-func newBatcher(s *Store) *batch.Batcher[work] {
-	return batch.New(s.send, batch.Limits{MaxBatch: s.cfg.maxBatch, MaxInFlight: s.cfg.maxInFlight,
+func newBatcher(s *Store, onMaster bool) *batch.Batcher[work] {
+	send := func(ctx context.Context, calls []*call) { s.send(ctx, calls, onMaster) }
+	return batch.New(send, batch.Limits{MaxBatch: s.cfg.maxBatch, MaxInFlight: s.cfg.maxInFlight,
 		MaxPending: s.cfg.maxPending, Detach: !heedsDeadlines(s.client)})
 }
 
@@ -140,29 +143,45 @@ func (s *Store) batchErr(ctx context.Context, err error) error {
 	return fmt.Errorf("redisstore: %w within the store's timeout (%v): %w", ErrUnavailable, s.cfg.timeout, err)
 }
 
-// send is the batcher's: it takes the calls whose callers still wait, and
-// carries them out.
-func (s *Store) send(ctx context.Context, calls []*call) {
+// send is a batcher's (newBatcher): it takes the calls whose callers
+// still wait, and carries them out.
+func (s *Store) send(ctx context.Context, calls []*call, onMaster bool) {
 	if calls = batch.Take(calls); len(calls) > 0 {
-		s.carry(ctx, calls)
+		s.carry(ctx, calls, onMaster)
 	}
 }
 
-// carry carries out calls, one script call per hash slot, and sets each
-// call's ops and error. The calls are carry's alone meanwhile.
-func (s *Store) carry(ctx context.Context, calls []*call) {
-	if !s.cluster || len(calls) == 1 {
+// carry carries out calls, and sets each call's ops and error: calls of
+// one hash slot in one script call; on a Redis Cluster, calls of several
+// slots of one master (onMaster) in one script call when the master
+// allows it (carryOnMaster), else a script call per slot. The calls are
+// carry's alone meanwhile.
+func (s *Store) carry(ctx context.Context, calls []*call, onMaster bool) {
+	switch {
+	case !s.cluster || oneSlot(calls):
 		s.carryInSlot(ctx, calls)
-		return
+	case onMaster && s.acrossSlots():
+		s.carryOnMaster(ctx, calls)
+	default:
+		s.carryAcrossSlots(ctx, calls)
 	}
-	s.carryAcrossSlots(ctx, calls)
+}
+
+// oneSlot reports whether calls are all in one hash slot.
+func oneSlot(calls []*call) bool {
+	for _, c := range calls[1:] {
+		if c.Work.slot != calls[0].Work.slot {
+			return false
+		}
+	}
+	return true
 }
 
 // carryInSlot carries out calls of one hash slot in one script call.
 func (s *Store) carryInSlot(ctx context.Context, calls []*call) {
 	e := encoders.Get().(*encoder)
 	defer func() { e.reset(); encoders.Put(e) }()
-	s.encode(e, calls)
+	s.encode(e, calls, false)
 	cmd := s.run.call(ctx, s.client, e.keys, e.args)
 	if missing(cmd.Err()) {
 		cmds := []*redis.Cmd{cmd}
@@ -176,7 +195,9 @@ func (s *Store) carryInSlot(ctx context.Context, calls []*call) {
 }
 
 // carryAcrossSlots carries out calls of several hash slots of a Redis
-// Cluster, a script call per slot.
+// Cluster, a script call per slot: where one script call may not carry
+// them all (see carry), and again for the calls of one that Redis failed
+// (carryOnMaster).
 func (s *Store) carryAcrossSlots(ctx context.Context, calls []*call) {
 	slots := map[uint16][]*call{}
 	var order []uint16
@@ -220,7 +241,7 @@ func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, sl := range order {
 			es[i] = encoders.Get().(*encoder)
-			s.encode(es[i], slots[sl])
+			s.encode(es[i], slots[sl], false)
 			cmds[i] = run(ctx, p, es[i].keys, es[i].args)
 		}
 		return nil
@@ -235,8 +256,11 @@ func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][
 // into e. The policies come first in the arguments, so a first pass finds
 // them; the ops follow, packed in one string. In server mode the ops'
 // times, unused, go as zeros. A lone decision goes in the script's short
-// form (encodeOne).
-func (s *Store) encode(e *encoder, calls []*call) {
+// form (encodeOne). With acrossSlots, calls are sorted by hash slot, and
+// the keys follow in the arguments, with how many each slot has (the
+// script's form across slots); e.keys holds them too, and the first
+// routes the call.
+func (s *Store) encode(e *encoder, calls []*call, acrossSlots bool) {
 	if ops := calls[0].Work.ops; len(calls) == 1 && len(ops) == 1 && ops[0].Kind == store.OpDecide {
 		s.encodeOne(e, &ops[0])
 		return
@@ -272,13 +296,23 @@ func (s *Store) encode(e *encoder, calls []*call) {
 			op := &c.Work.ops[i]
 			t := op.Table.(*table)
 			b = append(b, byte(op.Kind))
+			had := len(e.keys)
 			b = binary.LittleEndian.AppendUint32(b, uint32(e.keyIndex(t.redisKey(op.Key), nops)))
+			if acrossSlots && len(e.keys) > had {
+				e.countKey(c.Work.slot)
+			}
 			b = binary.LittleEndian.AppendUint32(b, uint32(slices.Index(tables, t)+1))
 			b = s.appendOp(b, op, t)
 		}
 	}
 	e.ops = b
 	e.args = append(e.args, b)
+	if acrossSlots {
+		e.args = append(e.args, e.runs)
+		for _, k := range e.keys {
+			e.args = append(e.args, k)
+		}
+	}
 }
 
 // appendOp appends op's numbers, after its key and table, to b: its time
@@ -320,6 +354,10 @@ type encoder struct {
 	args  []any
 	ops   []byte
 	index map[string]int // key -> its index in keys, for many keys
+	// runs is how many keys each slot has, one after another, as the
+	// script's form across slots packs it; last is the last key's slot.
+	runs []byte
+	last uint16
 }
 
 var encoders = sync.Pool{New: func() any { return new(encoder) }}
@@ -346,6 +384,17 @@ func (e *encoder) keyIndex(key string, nops int) int {
 	return i
 }
 
+// countKey counts a new key, of slot, in e.runs: the keys come slot by
+// slot.
+func (e *encoder) countKey(slot uint16) {
+	if n := len(e.runs); n > 0 && e.last == slot {
+		binary.LittleEndian.PutUint32(e.runs[n-4:], binary.LittleEndian.Uint32(e.runs[n-4:])+1)
+		return
+	}
+	e.runs = binary.LittleEndian.AppendUint32(e.runs, 1)
+	e.last = slot
+}
+
 // reset empties e for reuse, dropping what an unusually big call grew.
 func (e *encoder) reset() {
 	if cap(e.keys) > 4096 {
@@ -354,7 +403,7 @@ func (e *encoder) reset() {
 	}
 	clear(e.keys)
 	clear(e.args)
-	e.keys, e.args, e.ops = e.keys[:0], e.args[:0], e.ops[:0]
+	e.keys, e.args, e.ops, e.runs = e.keys[:0], e.args[:0], e.ops[:0], e.runs[:0]
 	clear(e.index)
 }
 

@@ -30,7 +30,7 @@ func (s *Store) batcherOf(op *store.Op) *batch.Batcher[work] {
 	if b, ok := s.nodes.Load(node); ok {
 		return b.(*batch.Batcher[work])
 	}
-	b, _ := s.nodes.LoadOrStore(node, newBatcher(s))
+	b, _ := s.nodes.LoadOrStore(node, newBatcher(s, true))
 	return b.(*batch.Batcher[work])
 }
 

@@ -106,7 +106,7 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 						sent = append(sent, cl)
 						want = append(want, m)
 					}
-					s.carry(ctx, sent)
+					s.carry(ctx, sent, false)
 					for i, cl := range sent {
 						if cl.Err != nil {
 							t.Fatalf("call %d: %v", i, cl.Err)

@@ -60,14 +60,20 @@ var (
 			body + "return run(KEYS, ARGV)\n")
 
 	// function is the name of the library's one function, and library its
-	// source.
+	// source. The function may touch keys of several hash slots of the
+	// cluster node it runs on (allow-cross-slot-keys: see carryOnMaster).
 	function = "floodgate_" + bodyHash()
 	library  = "#!lua name=" + function + "\n" + body +
-		"redis.register_function('" + function + "', run)\n"
+		"redis.register_function{function_name='" + function + "', callback=run, flags={'" + functionFlag + "'}}\n"
 )
 
+// functionFlag is the function's flag. The function's name covers it, so
+// that a library loaded without it by another version is not taken for
+// this one.
+const functionFlag = "allow-cross-slot-keys"
+
 func bodyHash() string {
-	h := sha1.Sum([]byte(body))
+	h := sha1.Sum([]byte(body + functionFlag))
 	return hex.EncodeToString(h[:10])
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/batch"
@@ -27,6 +28,9 @@ type Store struct {
 	nodes   sync.Map // on a Cluster: a master's *redis.Client -> its *batch.Batcher[work] (batcherOf)
 	run     runner
 	cache   *denyCache // nil without WithDenyCache
+	// oneSlotOnly is set once a master has refused a script call across
+	// hash slots, the function's flag unheeded (see carryOnMaster).
+	oneSlotOnly atomic.Bool
 
 	// The script's first two arguments, boxed once (see encode).
 	modeArg, minTTLArg any
@@ -60,7 +64,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	if cfg.callerTime {
 		s.modeArg = "c"
 	}
-	s.batcher = newBatcher(s)
+	s.batcher = newBatcher(s, false)
 	if _, single := c.(*redis.Client); (single || cluster) && cfg.denyCache > 0 {
 		s.cache = newDenyCache(s, cfg.denyCache)
 	}
@@ -225,7 +229,7 @@ func (s *Store) apply(ctx context.Context, ops []store.Op) error {
 // by the store's timeout and ctx.
 //
 // On a Redis Cluster, each master's share of the ops goes through that
-// master's own calls (its slots' calls together, in one pipeline), the
+// master's own calls (its slots' calls together, in one script call), the
 // masters at once, so that a master that is down or stalls holds up and
 // fails only its own share: when some ops fail and others do not,
 // ApplyEach returns an error wrapping store.ErrPartialFailure, each

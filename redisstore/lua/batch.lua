@@ -12,6 +12,13 @@
 --   decimal [<s], and AT_S AT_NS TAT_S TAT_NS FRAC (its stamp) for a
 --   refund (kind 3) [<ddddd]. Unpacking one string is cheaper for Redis
 --   and the client than an argument per number.
+-- On a Redis Cluster, the keys of a call may span hash slots of the master
+--   it runs on (the function's flag allow-cross-slot-keys): KEYS[1] then
+--   only routes the call, and OPS is followed by RUNS, how many keys each
+--   slot has, one after another [<I4 each], and the keys, grouped by slot,
+--   which KEYINDEX counts. Every key is read before any is written, so a
+--   key that is not the node's fails the call at a read, having changed
+--   nothing ("non local key").
 -- A call of one decision (kind 1) alone, the commonest, may instead come
 --   in a short form, which one reads: 'S' POLICY N on Redis's clock, or
 --   'C' MINTTL_MS POLICY N NOW_S NOW_NS on the caller's.
@@ -501,8 +508,34 @@ local function one(KEYS, ARGV)
   return finish(spack(ONEREPLY, sh, sl, code, rem, retry, reset, wait, tat, frac))
 end
 
+-- mget reads the string values of keys[from..to], which share a hash
+-- slot on a Redis Cluster, into values (false for a sliding-log's hash),
+-- in MGETs of up to 1000 keys, and returns values.
+local function mget(keys, from, to, values)
+  for j = from, to, 1000 do
+    local v = redis.call('MGET', unpack(keys, j, math.min(j + 999, to)))
+    for m = 1, #v do values[j + m - 1] = v[m] end
+  end
+  return values
+end
+
+-- slotKeys returns the keys of a call across hash slots, RUNS and the
+-- keys in ARGV from index at (see above), and their string values, read
+-- slot by slot: a command's keys must still share a slot.
+local function slotKeys(ARGV, at)
+  local runs, keys, values = ARGV[at], {}, {}
+  for k = at + 1, #ARGV do keys[k - at] = ARGV[k] end
+  local from = 1
+  for r = 1, #runs, 4 do
+    local n = sunpack('<I4', runs, r)
+    mget(keys, from, from + n - 1, values)
+    from = from + n
+  end
+  return keys, values
+end
+
 -- run carries out one call of the script: KEYS and ARGV as above, in
--- either form.
+-- any form.
 local function run(KEYS, ARGV)
   if floor == nil then
     floor, ceil, spack, sunpack = math.floor, math.ceil, struct.pack, struct.unpack
@@ -527,16 +560,14 @@ local function run(KEYS, ARGV)
     reply[1] = spack('<dd', 0, 0)
   end
 
-  -- Every key's string value at once (false for a sliding-log's hash).
-  local values
-  if #KEYS <= 1000 then
-    values = redis.call('MGET', unpack(KEYS))
+  local ops, pos = ARGV[i], 1
+  local keys, values = KEYS, nil
+  if #ARGV > i then
+    keys, values = slotKeys(ARGV, i + 1)
+  elseif #keys <= 1000 then
+    values = redis.call('MGET', unpack(keys))
   else
-    values = {}
-    for j = 1, #KEYS, 1000 do
-      local v = redis.call('MGET', unpack(KEYS, j, math.min(j + 999, #KEYS)))
-      for m = 1, #v do values[j + m - 1] = v[m] end
-    end
+    values = mget(keys, 1, #keys, {})
   end
 
   local states = {} -- key index -> state, loaded when first needed
@@ -545,7 +576,6 @@ local function run(KEYS, ARGV)
   local multi -- the changes of a group of several ops (see touch)
   local nr = 1 -- reply parts so far
 
-  local ops, pos = ARGV[i], 1
   local ngroups
   ngroups, pos = sunpack('<I4', ops, pos)
   for _ = 1, ngroups do
@@ -573,7 +603,7 @@ local function run(KEYS, ARGV)
         reply[nr] = part
       else
         if s == nil then
-          s = load(KEYS[k], p, values[k])
+          s = load(keys[k], p, values[k])
           s.p = p
           -- Redis's expiry for it is not that of the value quick left.
           if expiries[k] ~= nil then s.oalg = nil end
@@ -644,12 +674,12 @@ local function run(KEYS, ARGV)
 
   -- Write each changed key, or delete it once its state has drained.
   for k, s in pairs(states) do
-    if s.dirty then commit(KEYS[k], s, mode, minTTL) end
+    if s.dirty then commit(keys[k], s, mode, minTTL) end
   end
   -- and each that only quick changed.
   for k, ms in pairs(expiries) do
     local s = states[k]
-    if not (s and s.dirty) then write(KEYS[k], values[k], mode, ms) end
+    if not (s and s.dirty) then write(keys[k], values[k], mode, ms) end
   end
   return finish(table.concat(reply, '', 1, nr))
 end
