@@ -74,7 +74,8 @@
 // can see a state between them. On a Redis Cluster, put the part of the
 // key that should group in braces ("{user:42}:api", "{user:42}:upload")
 // so that a user's keys share a slot: Redis hashes only the part in the
-// first braces. Keys in several slots take one script per slot, at once;
+// first braces. Keys in several slots take a call per slot, at once (a
+// master's calls may share a script call, each still all or nothing);
 // when one denies, the units the others admitted are refunded, so the
 // batch never admits more than all or nothing allows, but another client
 // may see those units spent for the moment between.
@@ -104,12 +105,6 @@
 // path, which costs Redis markedly less time per decision (the README's
 // "On Redis" has the figures).
 //
-// On a Redis Cluster, calls are gathered master by master: each master
-// has its batches and WithMaxInFlight script calls of its own, so that a
-// master that is down or stalls holds up only the calls to its own slots.
-// The store is a store.Partitioned whose partitions are the hash slots,
-// so that a failsafe.Store in front takes down only the failing master's.
-//
 // Store.ApplyEach (through floodgate.AllowEach) carries many
 // independent operations, each decided as if alone, in one call of up to
 // WithMaxBatch operations (one per hash slot on a Cluster), which goes in
@@ -117,12 +112,40 @@
 // one round trip. floodgate serve decides an Envoy request's descriptors
 // and an HTTP batch in mode "each" so. On a Cluster, each master's share
 // of the operations goes with that master's calls (its slots' in one
-// pipeline), the masters at once: a master that is down or stalls fails
+// script call), the masters at once: a master that is down or stalls fails
 // only its own share, within the call's budget, and ApplyEach then
 // returns an error wrapping store.ErrPartialFailure, the other
 // operations decided (a failsafe.Store in front decides only the failed
 // ones by its mode). An Apply is all or nothing: when its keys span
 // masters and one fails, it fails whole (see Store.Apply).
+//
+// # Redis Cluster
+//
+// On a Redis Cluster, calls are gathered master by master: each master
+// has its batches and WithMaxInFlight script calls of its own, so that a
+// master that is down or stalls holds up only the calls to its own slots.
+// The store is a store.Partitioned whose partitions are the hash slots,
+// so that a failsafe.Store in front takes down only the failing master's.
+//
+// A master's batch goes in one script call, however many hash slots its
+// keys span, so random keys batch as on one Redis:
+//
+//   - The function is flagged allow-cross-slot-keys (Redis 7), which lets
+//     it touch keys of any slot of the node it runs on.
+//   - It declares one key, which routes the call; Redis still demands
+//     that declared keys share a slot, so the others go as arguments.
+//   - It reads every key before it writes any. A key that its node does
+//     not serve (a slot moved or moving to another master, the layout
+//     go-redis holds not yet reloaded) fails the call at its read, with
+//     "non local key", before anything changed.
+//   - A call that Redis answers with an error changed nothing, so its
+//     calls go again, a script call per slot: each op is carried out
+//     once, and a slot's failure (a moved slot, a corrupt key) fails only
+//     its own slot's calls.
+//   - A call that gets no answer (a master down, a timeout) fails its
+//     calls, as the script calls per slot to that master would.
+//   - A Redis before 7 (the script form), or a master whose function
+//     refuses a second slot, gets a script call per slot, in one pipeline.
 //
 // # Failure
 //
