@@ -137,7 +137,9 @@ func (s *Store) batchErr(ctx context.Context, err error) error {
 		return fmt.Errorf("redisstore: %w (%d)", ErrOverloaded, s.cfg.maxPending)
 	case !errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("redisstore: %w", err)
-	case ctx.Err() != nil:
+	}
+	s.reloadLayout() // Redis did not answer in time: a master may have gone
+	if ctx.Err() != nil {
 		return fmt.Errorf("redisstore: %w by the caller's deadline: %w", ErrUnavailable, err)
 	}
 	return fmt.Errorf("redisstore: %w within the store's timeout (%v): %w", ErrUnavailable, s.cfg.timeout, err)
@@ -435,7 +437,8 @@ func (s *Store) decode(calls []*call, res any, err error) {
 		case strings.Contains(err.Error(), "floodgate: corrupt"):
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		case !errors.As(err, &reply) && !errors.Is(err, context.Canceled):
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err) // Redis did not answer
+			s.reloadLayout() // Redis did not answer: a master may have gone
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		fail(fmt.Errorf("redisstore: %w", err))
 		return

@@ -147,6 +147,13 @@
 //   - A Redis before 7 (the script form), or a master whose function
 //     refuses a second slot, gets a script call per slot, in one pipeline.
 //
+// A call that a master does not answer, or not in time, has go-redis load
+// the cluster's layout again at once (one load at a time, 200 ms apart),
+// not at its next periodic load (a minute): after a replica has taken
+// over a dead master's slots, their calls reach the new master as soon as
+// that load is done, within about one caller's deadline or the store's
+// timeout.
+//
 // # Failure
 //
 // Every call (Table.Decide, Apply, ApplyEach) returns by the store's

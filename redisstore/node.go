@@ -44,3 +44,20 @@ var cachedLayout = func() context.Context {
 	cancel()
 	return ctx
 }()
+
+// reloadLayout asks go-redis, on a Redis Cluster, to load the cluster's
+// layout again, after a call that Redis did not answer, or not in time (a
+// dial error, a connection lost, a deadline): when a replica has taken
+// over the slots of a master that died, the store looks the new master
+// up at once (batcherOf reads the layout held, cachedLayout), not after
+// go-redis's next periodic load (ClusterStateReloadInterval, a minute by
+// default); go-redis loads a layout by itself only then and on a MOVED
+// reply, which a dead master never sends. go-redis loads it in the
+// background, one load at a time, 200 ms apart, so a master down costs a
+// few loads a second however many calls fail
+// (TestGoRedisReloadStateCoalesces).
+func (s *Store) reloadLayout() {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
+}
