@@ -27,6 +27,11 @@
 // this process's memory, which a batch saves nothing, says so by being
 // Local.
 //
+// Counters count hits in fixed windows, every hit, with no limit: Envoy's
+// rate limit counters. A store that keeps them more cheaply than a table
+// (Redis: INCRBY) is Counting; CountersOf gives any store's, on a table
+// (TableCounters) when the store is not.
+//
 // # Duties of a store
 //
 // A Store must decide exactly as package algo would on the key's state, at
