@@ -67,6 +67,18 @@
 // store did not write is an error wrapping ErrCorrupt, and a key of
 // another type where a bucket's or window's string belongs is replaced.
 //
+// # Counters
+//
+// The store is a store.Counting: its counters (Store.Counters) count hits
+// in fixed windows with no script. A counter is an integer at a Redis key
+// naming the window's index; an addition is an INCRBY and a PEXPIRE,
+// pipelined, as envoyproxy/ratelimit's. The window is the one holding the
+// caller's time, with or without WithCallerTime: processes whose clocks
+// disagree by d count near a window's edge, for d, in different windows,
+// as upstream's do. A key expires at the end of the window after its own.
+// A call is bounded by the store's timeout as every call is; on a Cluster,
+// go-redis sends each master its commands.
+//
 // # All or nothing
 //
 // Store.Apply carries out several operations all or nothing. Keys in one

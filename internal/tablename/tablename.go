@@ -19,7 +19,7 @@ var (
 
 // Of returns the name of the table of the limiter named name with policy p.
 func Of(name string, p algo.Policy) string {
-	s := escaper.Replace(name)
+	s := Escape(name)
 	if name != p.String() {
 		s += "@" + escaper.Replace(p.String())
 	}
@@ -39,3 +39,7 @@ func PolicyOf(s string) (algo.Policy, bool) {
 	}
 	return p, true
 }
+
+// Escape returns name with the characters that Of escapes escaped: a name
+// with no ':', '{', '}' or '@' of its own.
+func Escape(name string) string { return escaper.Replace(name) }
