@@ -53,7 +53,12 @@ func (f *Store) breakerOf(t *table, key string) *breaker {
 	if f.parts == nil {
 		return &f.one
 	}
-	i := f.parts.Partition(t.inner, key)
+	return f.breakerAt(f.parts.Partition(t.inner, key))
+}
+
+// breakerAt returns the breaker of partition i, making it the first time;
+// f.parts is not nil.
+func (f *Store) breakerAt(i int) *breaker {
 	if i < 0 || i >= len(f.breakers) {
 		i = 0 // a store's bug; one breaker for what it cannot name
 	}

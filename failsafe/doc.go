@@ -113,4 +113,19 @@
 // local store's admissions carry a mark saying so). A reset while the store
 // is down resets the key on the local store in FailLocal mode, and nowhere
 // in the others.
+//
+// # Counters
+//
+// A Store over a store.Counting store is Counting too (Store.Counters):
+//   - The additions go to the store's counters, partition by partition, as
+//     ApplyEach's ops do (the partition is the store's Counters.Partition).
+//   - A partition's failures and probes count as ApplyEach's do.
+//   - While a partition is down, or for the additions the store failed on,
+//     the mode decides: FailOpen counts nothing and reports no count
+//     (store.Hits.Unknown), FailClosed fails them with ErrUnavailable,
+//     FailLocal adds them to the local store's counters.
+//
+// Over a store that is not Counting, Store.Counters returns an error
+// wrapping errors.ErrUnsupported, and store.CountersOf counts on this
+// Store's tables instead, through ApplyEach.
 package failsafe

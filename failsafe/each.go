@@ -150,7 +150,7 @@ func (f *Store) wholeFailed(ctx, c context.Context, e *eachCall, err error) erro
 	for j := range e.parts {
 		e.parts[j].failed = e.parts[j].send
 	}
-	for i := range e.ops {
+	for i := range e.mode {
 		e.mode[i] = true
 	}
 	f.record(e, err)
