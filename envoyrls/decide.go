@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -12,6 +13,7 @@ import (
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/seconds"
+	"github.com/floodgate/floodgate/store"
 )
 
 // decide decides the descriptors of a request of the domain that have a
@@ -44,37 +46,106 @@ func (s *Service) decide(ctx context.Context, domainName string, ds []desc, now 
 	s.local.learn(domainName, ds, todo, now)
 }
 
-// decideOnStore decides the descriptors ds[todo] through their limiters
-// by floodgate.AllowEachAt, at now, each as if alone, in one step of the
-// store (on Redis, one script call for the whole request, as upstream
-// pipelines its increments), each costing its hits and the hits owed to
-// its counter.
-//
-// A fixed window's limiter is its domain's counter for that window
-// length (see counterPolicy), which counts every hit, as upstream's
-// counter does: decided turns the count into the rule's answer.
+// decideOnStore decides the descriptors ds[todo] on the store, at now,
+// each as if alone, each costing its hits and the hits owed to its
+// counter: the fixed windows' on their counters (count), the others'
+// through their limiters (decideLimits), both at once.
 func (s *Service) decideOnStore(ctx context.Context, ds []desc, todo []int, now int64) {
+	var fewFixed, fewLimits [8]int
+	fixed, limits := fewFixed[:0], fewLimits[:0]
+	for _, i := range todo {
+		if ds[i].r.upstream {
+			fixed = append(fixed, i)
+		} else {
+			limits = append(limits, i)
+		}
+	}
+	if len(limits) == 0 {
+		count(ctx, ds, fixed, now)
+		return
+	}
+	var wg sync.WaitGroup
+	if len(fixed) > 0 {
+		wg.Go(func() { count(ctx, ds, fixed, now) })
+	}
+	decideLimits(ctx, ds, limits, now)
+	wg.Wait()
+}
+
+// cost is a descriptor's cost on the store: its hits and those owed to its
+// counter.
+func (d *desc) cost() int64 {
+	if d.owed > 0 {
+		return min(d.n, math.MaxInt64-d.owed) + d.owed
+	}
+	return d.n
+}
+
+// count adds the hits of the fixed-window descriptors ds[fixed] to their
+// counters, those of one domain and window length (the same counters,
+// whichever rule's or limit override's) in one store.Counters.AddEach (on Redis, one pipeline of INCRBY and PEXPIRE, as
+// upstream's), as upstream's counter counts every hit: decided turns the
+// count into the rule's answer.
+func count(ctx context.Context, ds []desc, fixed []int, now int64) {
+	for len(fixed) > 0 {
+		first := &ds[fixed[0]]
+		c, k := first.l.c, first.r.counterKey()
+		var hs []store.Hits
+		rest := fixed[:0] // those of other counters, in place
+		var idx []int
+		for _, i := range fixed {
+			if d := &ds[i]; d.r.counterKey() == k {
+				hs, idx = append(hs, store.Hits{Key: d.key, Now: now, N: d.cost()}), append(idx, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		err := c.AddEach(ctx, hs)
+		for j, i := range idx {
+			h := &hs[j]
+			switch {
+			case h.Err != nil:
+				ds[i].err = h.Err
+			case err != nil && !errors.Is(err, store.ErrPartialFailure):
+				ds[i].err = err
+			default:
+				ds[i].counted(h)
+			}
+		}
+		fixed = rest
+	}
+}
+
+// counted sets a fixed-window descriptor's answer from its counter's
+// count: over when the count is more than requests_per_unit, as
+// upstream's. A count the store does not know (failsafe's FailOpen) is
+// not over.
+func (d *desc) counted(h *store.Hits) {
+	d.count, d.over, d.remaining = h.Count, h.Count > int64(d.r.perUnit), 0
+	if !d.over && !h.Unknown {
+		d.remaining = int64(d.r.perUnit) - h.Count
+	}
+}
+
+// decideLimits decides the descriptors ds[limits] of floodgate's
+// algorithms through their limiters by floodgate.AllowEachAt, at now,
+// each as if alone, in one step of the store (on Redis, one script call
+// for the whole request).
+func decideLimits(ctx context.Context, ds []desc, limits []int, now int64) {
 	at := time.Unix(0, now)
 	var fewChecks [4]floodgate.Check
 	checks := fewChecks[:0]
-	for _, i := range todo {
+	for _, i := range limits {
 		d := &ds[i]
-		n := d.n
-		if d.owed > 0 {
-			n = min(n, math.MaxInt64-d.owed) + d.owed
-		}
-		checks = append(checks, floodgate.Check{Limiter: d.l.l, Key: d.key, N: n, Peek: n == 0})
+		checks = append(checks, floodgate.Check{Limiter: d.l.l, Key: d.key, N: d.n, Peek: d.n == 0})
 	}
-	failed := false
 	allowEachAt(ctx, at, checks, func(j int, dec floodgate.Decision, err error) {
-		if err := ds[todo[j]].decided(dec, err); err != nil {
-			failed = true
-		}
+		ds[limits[j]].decided(dec, err)
 	})
-	if !failed {
-		saturate(ctx, ds, todo, at)
-	}
 }
+
+// counterKey names the counters of the rule, a fixed window.
+func (r *rule) counterKey() counterKey { return counterKey{r.domain, r.period} }
 
 // onStore reports whether the rule's descriptors are decided on the
 // store: all but the rules of floodgate's algorithms with a limit of 0,
@@ -87,24 +158,6 @@ func (r *rule) onStore() bool { return r.upstream || r.perUnit != 0 }
 func (s *Service) blocked(r *rule) floodgate.Decision {
 	dry := r.shadow || s.opts.shadow
 	return floodgate.Decision{Allowed: dry, DryRun: dry}
-}
-
-// counterLimit is the most hits a fixed window's counter counts: the
-// largest requests_per_unit, a uint32 in Envoy's protocol and upstream's
-// configuration. A compact policy (algo.Policy.Compact), so that a
-// counter takes a memory store 16 bytes.
-const counterLimit = math.MaxUint32
-
-// counterPolicy is the policy of the counters of the fixed windows of
-// length period: a fixed window that admits all but more than
-// counterLimit hits, since requests_per_unit is at most that. Every
-// fixed-window limit of a domain with that window, configured or carried
-// by a request, counts a descriptor's hits on that one counter, whatever
-// its requests_per_unit, as upstream's counter key names no limit: a
-// limit override shares the configured rule's count, and a rule whose
-// requests_per_unit changed keeps its count.
-func counterPolicy(period time.Duration) (algo.Policy, error) {
-	return algo.New(algo.FixedWindow, counterLimit, period, 0)
 }
 
 // allowEachAt decides checks at one instant, as floodgate.AllowEachAt,
@@ -128,75 +181,16 @@ func allowEachAt(ctx context.Context, at time.Time, checks []floodgate.Check, f 
 	}
 }
 
-// decided sets the descriptor's decision and returns its error, if it
-// has one: a cost above the burst is a denial like another. For a fixed
-// window, the decision is its counter's: the hits counted in the window
-// (this descriptor's included) are counterLimit less what it has left,
-// and the descriptor is over when they are more than requests_per_unit,
-// as upstream's; a counter that refused the hits is past every limit.
-// An admission that knows no count (FailOpen) is not over.
-func (d *desc) decided(dec floodgate.Decision, err error) error {
+// decided sets the decision of a descriptor of floodgate's algorithms
+// (or of a limit of 0), or its error: a cost above the burst is a denial
+// like another.
+func (d *desc) decided(dec floodgate.Decision, err error) {
 	d.d = dec
 	if err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
 		d.err = err
-		return err
+		return
 	}
-	if !d.r.upstream {
-		d.over, d.remaining = !dec.Allowed || dec.DryRun, dec.Remaining
-		return nil
-	}
-	if dec.Allowed && dec.Remaining == 0 && dec.ResetAfter == 0 {
-		// Admitted with no count known: failsafe's FailOpen while the
-		// store is down (a counter that counted has the rest of its
-		// window to reset). Through, as a bucket's would be.
-		d.over, d.remaining = false, 0
-		return nil
-	}
-	count := counterLimit - dec.Remaining
-	d.over = !dec.Allowed || count > int64(d.r.perUnit)
-	if !d.over {
-		d.remaining = int64(d.r.perUnit) - count
-	}
-	return nil
-}
-
-// saturate fills the counters of the descriptors of batch that the
-// counter refused (a cost of more than it has left of counterLimit),
-// so that every later request in the window is over, as upstream's
-// counter, which takes any cost, would have them. It retries those that
-// a concurrent request spent some of first. An error is the
-// descriptor's.
-func saturate(ctx context.Context, ds []desc, batch []int, at time.Time) {
-	var checks []floodgate.Check
-	var idx []int
-	for _, i := range batch {
-		if d := &ds[i]; d.r.upstream && !d.d.Allowed && d.d.Remaining > 0 {
-			checks = append(checks, floodgate.Check{Limiter: d.l.l, Key: d.key, N: d.d.Remaining})
-			idx = append(idx, i)
-		}
-	}
-	for range 4 {
-		if len(checks) == 0 {
-			return
-		}
-		failed := false
-		rest, restIdx := checks[:0], idx[:0] // those still short, in place
-		allowEachAt(ctx, at, checks, func(j int, d floodgate.Decision, err error) {
-			switch {
-			case failed:
-			case err != nil:
-				ds[idx[j]].err, failed = err, true
-			case !d.Allowed && d.Remaining > 0:
-				c := checks[j]
-				c.N = d.Remaining
-				rest, restIdx = append(rest, c), append(restIdx, idx[j])
-			}
-		})
-		if failed {
-			return
-		}
-		checks, idx = rest, restIdx
-	}
+	d.over, d.remaining = !dec.Allowed || dec.DryRun, dec.Remaining
 }
 
 // status sets m to a decided descriptor's status, and returns it. Shadow

@@ -208,33 +208,49 @@
 // followed by the domain, keyed by the descriptor's entries written as
 // key=value pairs joined by '&' (escaped as in a URL query), or by their
 // SHA-256 when that is longer than 512 bytes, so that a request with
-// huge values cannot make the store hold huge keys. A fixed window is
-// counted, as upstream counts it, on one counter per descriptor and
-// window length, whatever the limit: under the policy of a fixed window
-// of that length admitting 2^32-1 hits, which counts every hit (a hit that
-// would take it past 2^32-1 is over, and fills it); the rule's
-// requests_per_unit decides on the count. So a limit override shares
-// the configured rule's count, and a rule whose requests_per_unit
-// changed keeps it. The other algorithms' rules are counted under their
-// own policy. SetConfig swaps configurations atomically, and rules that
-// did not change keep their counters.
+// huge values cannot make the store hold huge keys. The other
+// algorithms' rules are counted under their own policy. SetConfig swaps
+// configurations atomically, and rules that did not change keep their
+// state.
 //
-// A request reaches the store through floodgate's front end, as a
-// program's own limits do: each counter, and each rule of floodgate's
-// algorithms, is a floodgate.Limiter of that name and policy on the
-// service's store, the latter in dry-run mode (floodgate.WithDryRun)
-// when the rule is in shadow mode or the service is. The service reads
-// its clock once per request, and floodgate.AllowEachAt decides the
-// request's descriptors at that instant, each as if alone, in one call
-// of the store's ApplyEach (on Redis, one script call for the whole
-// request); a request of one descriptor is its limiter's AllowAt, which
-// on Redis joins the calls of concurrent requests. While a store behind
-// a failsafe.Store is down, its mode decides every rule alike: FailOpen
-// answers OK (nothing remaining known), a fixed window's descriptor
-// too; FailClosed fails the request with Unavailable; FailLocal counts
-// on this process's memory store. Stats counts a
-// request as shadowed when a descriptor was over its limit in shadow
-// mode.
+// # Fixed windows
+//
+// A fixed window is counted as upstream counts it:
+//   - One counter per descriptor and window length, whatever the limit
+//     (store.Counters, from store.CountersOf). A limit override shares the
+//     configured rule's count; a rule whose requests_per_unit changed
+//     keeps it.
+//   - Every hit counts; the rule's requests_per_unit decides on the count.
+//   - The window is the one holding the service's clock, on every store.
+//     Answers from memory (below) use the same clock, so both agree on
+//     the window's edges.
+//   - On Redis a counter is an integer key of the window: an addition is
+//     an INCRBY and a PEXPIRE, pipelined, as upstream's. No script runs.
+//   - On the memory and file stores a counter is a table of a fixed
+//     window admitting 2^32-1 hits (store.TableCounters): a hit that
+//     would take it past that is over, and fills it.
+//   - A request's fixed windows of one length go in one call of the
+//     counters, in the request's order.
+//
+// # Requests
+//
+// The service reads its clock once per request. The fixed windows go to
+// their counters, and the rules of floodgate's algorithms, at the same
+// time, through floodgate.Limiters: floodgate.AllowEachAt decides them at
+// that instant, each as if alone, in one call of the store's ApplyEach (on
+// Redis, one script call). A rule in shadow mode, or a service in shadow
+// mode, has its limiter in dry-run mode (floodgate.WithDryRun). A request
+// of one such descriptor is its limiter's AllowAt, which on Redis joins
+// the calls of concurrent requests.
+//
+// While a store behind a failsafe.Store is down, its mode decides every
+// rule alike:
+//   - FailOpen answers OK (nothing remaining known), a fixed window too;
+//   - FailClosed fails the request with Unavailable;
+//   - FailLocal counts on this process's memory store.
+//
+// Stats counts a request as shadowed when a descriptor was over its limit
+// in shadow mode.
 //
 // # Hits over the limit
 //

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/clock"
+	"github.com/floodgate/floodgate/store"
 )
 
 // DefaultFlushInterval is how often, by default, a Service writes to its
@@ -35,8 +35,8 @@ type overKey struct {
 // answered from memory and not yet written to the store. known is 0 when
 // the counter must be asked (a write of its hits failed).
 type overCount struct {
-	l              *floodgate.Limiter // the counter's: any limiter of its table and policy
-	start          int64              // the window's start, ns since the epoch
+	c              store.Counters // the counter's: its domain's of its window length
+	start          int64          // the window's start, ns since the epoch
 	known, pending int64
 }
 
@@ -107,8 +107,8 @@ func (o *overCounts) answer(s *Service, domainName string, d *desc, now int64) b
 }
 
 // addCount adds n hits to a count, both at least 0, the count at most
-// counterLimit, where a counter is full.
-func addCount(count, n int64) int64 { return min(count+min(n, counterLimit), counterLimit) }
+// store.MaxCount, as a counter reports it.
+func addCount(count, n int64) int64 { return min(count+min(n, store.MaxCount), store.MaxCount) }
 
 // learn records what the store answered for the fixed-window descriptors
 // ds[todo] decided at now: the count of each counter past its rule's
@@ -133,12 +133,12 @@ func (o *overCounts) learn(domainName string, ds []desc, todo []int, now int64) 
 			}
 			continue
 		}
-		count := counted(d.d)
+		count := d.count
 		if c == nil {
 			if !d.over || count <= int64(d.r.perUnit) || len(o.m) >= maxOverCounts {
 				continue
 			}
-			c = &overCount{l: d.l.l, start: -1}
+			c = &overCount{c: d.l.c, start: -1}
 			o.m[k] = c
 		}
 		if start := windowStart(now, d.r.period); c.start != start {
@@ -146,16 +146,6 @@ func (o *overCounts) learn(domainName string, ds []desc, todo []int, now int64) 
 		}
 		c.known = addCount(count, c.pending)
 	}
-}
-
-// counted is a fixed-window counter's count after a decision: counterLimit
-// less what it has left, full when it refused the hits (saturate fills
-// it).
-func counted(d floodgate.Decision) int64 {
-	if !d.Allowed {
-		return counterLimit
-	}
-	return counterLimit - d.Remaining
 }
 
 func newOverCounts(flushEvery time.Duration) overCounts {
@@ -235,7 +225,7 @@ func (o *overCounts) owed(now int64) []desc {
 		case c.pending > 0:
 			r := *flushRule
 			r.domain, r.period = k.domain, k.period
-			ds = append(ds, desc{r: &r, l: limiter{l: c.l}, key: k.key, n: c.pending})
+			ds = append(ds, desc{r: &r, l: limiter{c: c.c}, key: k.key, n: c.pending})
 			c.pending = 0
 		}
 	}
@@ -257,7 +247,7 @@ func (o *overCounts) flushed(ds []desc, now int64) {
 		case d.err != nil:
 			c.pending, c.known = addCount(c.pending, d.n), 0
 		default:
-			c.known = addCount(counted(d.d), c.pending)
+			c.known = addCount(d.count, c.pending)
 		}
 	}
 }

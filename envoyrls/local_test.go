@@ -418,21 +418,17 @@ func TestLocalAnswersWindowEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	five, err := counter.AllowAt(context.Background(), "other", t0, 5) // a count of 5
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &rule{domain: "d", upstream: true, perUnit: 2, period: time.Minute}
 	o := newOverCounts(100 * time.Millisecond)
 	now := t0.UnixNano()
-	ds := []desc{{r: r, l: limiter{l: counter}, key: "k", n: 1, over: true, d: five}}
+	ds := []desc{{r: r, l: limiter{c: counter}, key: "k", n: 1, over: true, count: 5}}
 	o.learn("d", ds, []int{0}, now)
 	c := o.m[ds[0].overKey("d")]
 	if c == nil || c.known != 5 {
 		t.Fatalf("after a count of 5 over a limit of 2, the counter is %+v", c)
 	}
 	c.pending = 7 // hits answered from memory in the window, not written
-	next := desc{r: r, l: limiter{l: counter}, key: "k", n: 1}
+	next := desc{r: r, l: limiter{c: counter}, key: "k", n: 1}
 	if o.answer(nil, "d", &next, now+int64(time.Minute)) {
 		t.Fatal("a hit in the next window was answered from memory")
 	}

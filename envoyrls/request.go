@@ -117,7 +117,10 @@ type desc struct {
 	// owed are the hits answered from memory that the store is asked to
 	// add with the descriptor's own (see overCounts.answer).
 	owed int64
-	d    floodgate.Decision // the limiter's
+	d    floodgate.Decision // the limiter's, for floodgate's algorithms
+	// count is a fixed window's counter's count, this descriptor's hits
+	// included (see desc.counted).
+	count int64
 	// over reports whether the descriptor was over its rule's limit
 	// (and let through, in shadow mode); remaining is what the rule
 	// has left when it is not.
@@ -314,7 +317,7 @@ func (s *Service) storeError(ctx context.Context, domainName, rulePath string, e
 // (RateLimitDescriptor.limit, set by Envoy's limit override): a fixed
 // window, like upstream's, that replaces the configuration's rule for the
 // descriptor, with no name, replaces or shadow mode, and counts on the
-// domain's counter for its window (see counterPolicy), as the rule does.
+// domain's counter for its window, as the rule does.
 // The request's domain must be known, as upstream requires.
 func (s *Service) override(domainName string, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*rule, limiter, error) {
 	r, err := overrideRule(domainName, o)
@@ -323,21 +326,21 @@ func (s *Service) override(domainName string, o *ratelimitv3.RateLimitDescriptor
 	}
 	k := counterKey{domainName, r.period}
 	s.omu.Lock()
-	l := s.overrides[k]
+	c := s.overrides[k]
 	s.omu.Unlock()
-	if l != nil {
-		return r, limiter{l: l}, nil
+	if c != nil {
+		return r, limiter{c: c}, nil
 	}
-	l, err = s.newCounter(domainName, r.period)
+	c, err = s.newCounter(domainName, r.period)
 	if err != nil {
 		return r, limiter{err: err}, nil
 	}
 	s.omu.Lock()
 	if len(s.overrides) < maxOverrides {
-		s.overrides[k] = l
+		s.overrides[k] = c
 	}
 	s.omu.Unlock()
-	return r, limiter{l: l}, nil
+	return r, limiter{c: c}, nil
 }
 
 // overrideRule checks a limit a request carries and returns its rule.

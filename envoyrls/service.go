@@ -41,7 +41,7 @@ type Service struct {
 	cur   atomic.Pointer[bound]
 
 	omu       sync.Mutex
-	overrides map[counterKey]*floodgate.Limiter // the limits requests carry
+	overrides map[counterKey]store.Counters // the counters of the limits requests carry
 
 	ok, over, shadow, unknown, errs atomic.Uint64
 
@@ -57,15 +57,16 @@ type bound struct {
 	limiters []limiter // by rule id
 }
 
-// A limiter is a rule's floodgate.Limiter, or the error that the store
-// refused its table with.
+// A limiter is a rule's floodgate.Limiter, or for a fixed window its
+// counters, or the error that the store refused its table with.
 type limiter struct {
 	l   *floodgate.Limiter
+	c   store.Counters
 	err error
 }
 
 // A counterKey names the counters of a domain's fixed windows of one
-// length (see counterPolicy).
+// length.
 type counterKey struct {
 	domain string
 	period time.Duration
@@ -91,7 +92,7 @@ func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 	if st == nil {
 		st = memstore.New(0)
 	}
-	s := &Service{store: st, opts: o, overrides: make(map[counterKey]*floodgate.Limiter), local: newOverCounts(o.flushEvery)}
+	s := &Service{store: st, opts: o, overrides: make(map[counterKey]store.Counters), local: newOverCounts(o.flushEvery)}
 	s.cur.Store(s.bind(cfg))
 	return s
 }
@@ -146,27 +147,23 @@ func (s *Service) bind(cfg *Config) *bound {
 func (s *Service) ruleLimiter(r *rule, counters map[counterKey]limiter) limiter {
 	if !r.upstream {
 		l, err := s.newLimiter(r.domain, r.policy, r.shadow)
-		return limiter{l, err}
+		return limiter{l: l, err: err}
 	}
 	k := counterKey{r.domain, r.period}
 	l, ok := counters[k]
 	if !ok {
 		c, err := s.newCounter(r.domain, r.period)
-		l = limiter{c, err}
+		l = limiter{c: c, err: err}
 		counters[k] = l
 	}
 	return l
 }
 
-// newCounter returns the limiter of the domain's counters of the fixed
-// windows of length period (see counterPolicy). It is never in dry-run
-// mode: it admits every hit, and shadow mode acts on the answer.
-func (s *Service) newCounter(domainName string, period time.Duration) (*floodgate.Limiter, error) {
-	p, err := counterPolicy(period)
-	if err != nil {
-		return nil, err
-	}
-	return floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithName(tableName(domainName)))
+// newCounter returns the domain's counters of the fixed windows of length
+// period (store.CountersOf): they count every hit, and shadow mode acts
+// on the answer.
+func (s *Service) newCounter(domainName string, period time.Duration) (store.Counters, error) {
+	return store.CountersOf(s.store, tableName(domainName), period)
 }
 
 // newLimiter returns the limiter of a limit of the domain with policy p,
