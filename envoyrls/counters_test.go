@@ -23,7 +23,7 @@ func TestFixedWindowsOnRedisCounters(t *testing.T) {
 	c := srv.Client(t)
 	w := t0.UnixNano() / int64(time.Second)
 	for key, want := range map[string]string{"user=u0": "4", "user=u1": "2"} {
-		k := fmt.Sprintf("counters:envoyrls/d@1s@%d:%s", w, key)
+		k := fmt.Sprintf("#counters:envoyrls/d@1s@%d:%s", w, key)
 		if got, err := c.Get(t.Context(), k).Result(); err != nil || got != want {
 			t.Errorf("Redis: GET %s = %q, %v; want %s", k, got, err, want)
 		}

@@ -15,8 +15,10 @@ import (
 )
 
 // Counters implements store.Counting: the counter of key K in the window
-// of index W (its start over period) is the Redis key PREFIX + name + "@"
-// + period + "@" + W + ":" + K, name escaped as Table escapes it, an
+// of index W (its start over period) is the Redis key "#" + PREFIX + name
+// + "@" + period + "@" + W + ":" + K, name escaped as Table escapes it,
+// outside the prefix that a deny cache tracks (WithDenyCache), since no
+// counter is cached: each write there would cost Redis an invalidation. An
 // integer that INCRBY adds to, with an expiry at the end of the next
 // window (on the caller's clock), so that a process whose clock is behind
 // by up to a window still finds it. Nothing is denied, and there is no
@@ -28,8 +30,11 @@ func (s *Store) Counters(name string, period time.Duration) (store.Counters, err
 	if period < time.Millisecond || period > algo.MaxPeriod {
 		return nil, fmt.Errorf("redisstore: %w: a window of %v is outside [1ms, %v]", algo.ErrInvalidPolicy, period, algo.MaxPeriod)
 	}
-	return &counters{s: s, base: s.cfg.prefix + tablename.Escape(name) + "@" + period.String() + "@", period: int64(period)}, nil
+	return &counters{s: s, base: countersPrefix + s.cfg.prefix + tablename.Escape(name) + "@" + period.String() + "@", period: int64(period)}, nil
 }
+
+// countersPrefix starts the keys of the counters, before the store's prefix.
+const countersPrefix = "#"
 
 // counters are the counters of one name and window length.
 type counters struct {
@@ -53,9 +58,9 @@ func (c *counters) Partition(key string, now int64) int {
 	return int(slot(c.prefix(now), key))
 }
 
-// AddEach implements store.Counters: one INCRBY and one PEXPIRE of each
-// addition, in one pipeline (on a Cluster, go-redis's, one for each
-// master, at once). It returns by the store's timeout or ctx's deadline,
+// AddEach implements store.Counters: one INCRBY of each addition, in one
+// pipeline (on a Cluster, go-redis's, one for each master, at once), then
+// a PEXPIRE of each key the INCRBYs made, in another. It returns by the store's timeout or ctx's deadline,
 // as every call does, however long Redis stalls: the pipeline goes on
 // alone, on copies of its own.
 func (c *counters) AddEach(ctx context.Context, hs []store.Hits) error {
@@ -110,15 +115,28 @@ func (c *counters) pipeline(ctx context.Context, hs []store.Hits) *pipeline {
 	return p
 }
 
-// exec sends p's commands through client and keeps their replies.
+// exec sends p's INCRBYs through client and keeps their replies, then
+// the PEXPIRE of each key an INCRBY made (its reply is its cost): a
+// counter takes one expiry, not one a hit.
 func (p *pipeline) exec(ctx context.Context, client redis.UniversalClient) {
 	pl := client.Pipeline()
 	p.cmds = make([]*redis.IntCmd, len(p.keys))
 	for i, k := range p.keys {
 		p.cmds[i] = pl.IncrBy(ctx, k, p.n[i])
-		pl.PExpire(ctx, k, p.ttl[i])
 	}
 	_, _ = pl.Exec(ctx) // each command keeps its own error
+	var ex redis.Pipeliner
+	for i, k := range p.keys {
+		if v, err := p.cmds[i].Result(); err == nil && v == p.n[i] {
+			if ex == nil {
+				ex = client.Pipeline()
+			}
+			ex.PExpire(ctx, k, p.ttl[i])
+		}
+	}
+	if ex != nil {
+		_, _ = ex.Exec(ctx)
+	}
 }
 
 // results sets the count of each of hs from p's replies, and returns

@@ -93,7 +93,8 @@ func addEach(t *testing.T, ctx context.Context, c store.Counters, hs []store.Hit
 
 // TestCountersKeys pins the Redis keys of the counters, as INCRBY and
 // PEXPIRE leave them (Redis semantics): an integer at a key naming the
-// window, expiring at the end of the next window.
+// window, outside the store's prefix, expiring at the end of the next
+// window; Clear deletes it.
 func TestCountersKeys(t *testing.T) {
 	ctx := context.Background()
 	c := testClient(t)
@@ -112,13 +113,19 @@ func TestCountersKeys(t *testing.T) {
 	if err := cs.AddEach(ctx, []store.Hits{{Key: "user=u", Now: now, N: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	key := fmt.Sprintf("counterkeys:envoyrls/d%%3A%%7Bx%%7D@1m0s@%d:user=u", now/int64(time.Minute))
+	key := fmt.Sprintf("#counterkeys:envoyrls/d%%3A%%7Bx%%7D@1m0s@%d:user=u", now/int64(time.Minute))
 	if got, err := c.Get(ctx, key).Result(); err != nil || got != "3" {
 		t.Fatalf("Redis: GET %s = %q, %v; want 3", key, got, err)
 	}
 	ttl, err := c.PTTL(ctx, key).Result()
 	if want := 105 * time.Second; err != nil || ttl > want || ttl < want-5*time.Second {
 		t.Errorf("Redis: PTTL %s = %v, %v; want about %v (the next window's end)", key, ttl, err, want)
+	}
+	if err := st.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Errorf("after Clear, EXISTS %s = %d, %v; want 0", key, n, err)
 	}
 }
 

@@ -71,8 +71,12 @@
 //
 // The store is a store.Counting: its counters (Store.Counters) count hits
 // in fixed windows with no script. A counter is an integer at a Redis key
-// naming the window's index; an addition is an INCRBY and a PEXPIRE,
-// pipelined, as envoyproxy/ratelimit's. The window is the one holding the
+// naming the window's index, "#" and the prefix first: outside the prefix
+// that a deny cache tracks, so that a write costs Redis no invalidation.
+// An addition is an INCRBY, pipelined, as envoyproxy/ratelimit's; a
+// second pipeline sets the expiry (PEXPIRE) of each key the INCRBYs made,
+// once per counter rather than once per hit. A key whose PEXPIRE is lost
+// (Redis lost between the two) keeps no expiry, as upstream's would. The window is the one holding the
 // caller's time, with or without WithCallerTime: processes whose clocks
 // disagree by d count near a window's edge, for d, in different windows,
 // as upstream's do. A key expires at the end of the window after its own.

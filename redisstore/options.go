@@ -34,7 +34,7 @@ const DefaultPrefix = "floodgate:"
 
 // WithPrefix starts every Redis key the store writes with prefix (default
 // DefaultPrefix), so that several applications, or environments, can share
-// one Redis. A prefix holding a hash tag ("{fg}:") puts every key in one
+// one Redis; the counters' keys (Store.Counters) start with "#" and prefix. A prefix holding a hash tag ("{fg}:") puts every key in one
 // hash slot of a Redis Cluster: all-or-nothing checks across any keys then
 // take one script, at the price of one node holding all the state.
 func WithPrefix(prefix string) Option {

@@ -476,28 +476,18 @@ func (s *Store) refund(ctx context.Context, gs []*group) error {
 	return nil
 }
 
-// Clear deletes every key under the store's prefix, on every node of a
-// cluster: for tests and one-off runs, such as the simulator's, that leave
+// Clear deletes every key under the store's prefix, and its counters'
+// (Counters), on every node of a cluster: for tests and one-off runs, such as the simulator's, that leave
 // nothing behind. A store whose prefix starts with this one's loses its
 // keys too.
 func (s *Store) Clear(ctx context.Context) error {
-	match := globEscaper.Replace(s.cfg.prefix) + "*"
 	clear := func(ctx context.Context, c redis.UniversalClient) error {
-		iter := c.Scan(ctx, 0, match, 1000).Iterator()
-		var batch []string
-		for iter.Next(ctx) {
-			batch = append(batch, iter.Val())
-			if len(batch) == 1000 {
-				if err := unlink(ctx, c, batch); err != nil {
-					return err
-				}
-				batch = batch[:0]
+		for _, prefix := range []string{s.cfg.prefix, countersPrefix + s.cfg.prefix} {
+			if err := clearMatching(ctx, c, globEscaper.Replace(prefix)+"*"); err != nil {
+				return err
 			}
 		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		return unlink(ctx, c, batch)
+		return nil
 	}
 	var err error
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
@@ -509,6 +499,25 @@ func (s *Store) Clear(ctx context.Context) error {
 		return fmt.Errorf("redisstore: clearing %q: %w", s.cfg.prefix, err)
 	}
 	return nil
+}
+
+// clearMatching deletes the keys of c that match the pattern match.
+func clearMatching(ctx context.Context, c redis.UniversalClient, match string) error {
+	iter := c.Scan(ctx, 0, match, 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 1000 {
+			if err := unlink(ctx, c, batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	return unlink(ctx, c, batch)
 }
 
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
