@@ -3,6 +3,7 @@ package envoyrls
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,22 +44,49 @@ type overCount struct {
 // overCounts are the counters a Service knows to be over some limit in
 // their current window, and the hits it owes them. Its methods are safe
 // for concurrent use.
+//
+// Invariants:
+//  1. A counter is in the shard its key hashes to (shardOf), and only
+//     there; its fields are read and written with that shard's mu held.
+//  2. n is the number of counters in all the shards, changed with the
+//     shard's mu held: n == 0 means no counter, and no hit owed.
+//  3. started and closed change with state held, and never back: the
+//     flusher starts at most once, and never after Close.
 type overCounts struct {
 	// writing is held by a flush, and read-held by each request's store
 	// call, so that no flush of a window's hits reaches the store after
 	// a request of this process decided a later window there.
 	writing sync.RWMutex
-	mu      sync.Mutex
-	m       map[overKey]*overCount
+	shards  [overShards]overShard
+	seed    maphash.Seed
+	n       atomic.Int64
 	off     bool          // WithFlushInterval < 0: every hit goes to the store
 	every   time.Duration // the flush interval
-	started bool          // the flusher runs
-	closed  bool          // Close was called: every hit goes to the store
+	state   sync.Mutex
+	started atomic.Bool // the flusher runs
+	closed  atomic.Bool // Close was called: every hit goes to the store
 	// answered counts the descriptors answered from memory
 	// (Stats.FromMemory).
 	answered atomic.Uint64
 	stop     chan struct{} // closed by Close
 	done     chan struct{} // closed when the flusher returns
+}
+
+// overShards is how many shards the counters known over are split in,
+// so that concurrent requests on different counters seldom take one lock.
+const overShards = 64
+
+// An overShard is some of the counters known over, on a cache line of
+// their own.
+type overShard struct {
+	mu sync.Mutex
+	m  map[overKey]*overCount
+	_  [48]byte
+}
+
+// shardOf returns the shard of the counter k (invariant 1).
+func (o *overCounts) shardOf(k overKey) *overShard {
+	return &o.shards[maphash.String(o.seed, k.key)%overShards]
 }
 
 // windowStart is the start of the fixed window of length period that holds
@@ -78,26 +106,27 @@ func (d *desc) overKey(domainName string) overKey {
 // the hits owed to its counter, which the store is asked to add with its
 // own (d.owed), and reports false.
 func (o *overCounts) answer(s *Service, domainName string, d *desc, now int64) bool {
-	if o.off {
+	if o.off || o.n.Load() == 0 { // invariant 2: nothing known, nothing owed
 		return false
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	k := d.overKey(domainName)
-	c := o.m[k]
+	sh := o.shardOf(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c := sh.m[k]
 	switch {
 	case c == nil:
 		return false
 	case c.start != windowStart(now, d.r.period):
 		// Hits owed to a window that has ended are dropped: no decision
 		// reads a window's count once it has ended (see the package doc).
-		delete(o.m, k)
+		o.remove(sh, k)
 		return false
-	case c.known > int64(d.r.perUnit) && !o.closed && now+int64(o.every) < c.start+int64(d.r.period):
+	case c.known > int64(d.r.perUnit) && !o.closed.Load() && now+int64(o.every) < c.start+int64(d.r.period):
 		c.known, c.pending = addCount(c.known, d.n), addCount(c.pending, d.n)
 		d.over = true
 		o.answered.Add(1)
-		if !o.started && c.pending > 0 {
+		if !o.started.Load() && c.pending > 0 {
 			o.startFlusher(s)
 		}
 		return true
@@ -118,45 +147,65 @@ func (o *overCounts) learn(domainName string, ds []desc, todo []int, now int64) 
 	if o.off {
 		return
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	for _, i := range todo {
-		d := &ds[i]
-		if !d.r.upstream {
-			continue
+		if d := &ds[i]; d.r.upstream && (d.over || d.owed > 0 || o.n.Load() > 0) {
+			o.learnOne(domainName, d, now)
 		}
-		k := d.overKey(domainName)
-		c := o.m[k]
-		if d.err != nil {
-			if c != nil && d.owed > 0 {
-				c.pending, c.known = addCount(c.pending, d.owed), 0
-			}
-			continue
-		}
-		count := d.count
-		if c == nil {
-			if !d.over || count <= int64(d.r.perUnit) || len(o.m) >= maxOverCounts {
-				continue
-			}
-			c = &overCount{c: d.l.c, start: -1}
-			o.m[k] = c
-		}
-		if start := windowStart(now, d.r.period); c.start != start {
-			c.start, c.pending = start, 0
-		}
-		c.known = addCount(count, c.pending)
 	}
 }
 
+// learnOne is learn's for one descriptor, d, with its shard's lock held.
+func (o *overCounts) learnOne(domainName string, d *desc, now int64) {
+	k := d.overKey(domainName)
+	sh := o.shardOf(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c := sh.m[k]
+	if d.err != nil {
+		if c != nil && d.owed > 0 {
+			c.pending, c.known = addCount(c.pending, d.owed), 0
+		}
+		return
+	}
+	count := d.count
+	if c == nil {
+		if !d.over || count <= int64(d.r.perUnit) || o.n.Load() >= maxOverCounts {
+			return
+		}
+		c = &overCount{c: d.l.c, start: -1}
+		if sh.m == nil {
+			sh.m = make(map[overKey]*overCount)
+		}
+		sh.m[k] = c
+		o.n.Add(1)
+	}
+	if start := windowStart(now, d.r.period); c.start != start {
+		c.start, c.pending = start, 0
+	}
+	c.known = addCount(count, c.pending)
+}
+
+// remove forgets the counter k of sh, whose mu is held (invariant 2).
+func (o *overCounts) remove(sh *overShard, k overKey) {
+	delete(sh.m, k)
+	o.n.Add(-1)
+}
+
 func newOverCounts(flushEvery time.Duration) overCounts {
-	return overCounts{off: flushEvery < 0, every: flushEvery, m: make(map[overKey]*overCount),
+	return overCounts{off: flushEvery < 0, every: flushEvery, seed: maphash.MakeSeed(),
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // startFlusher starts the goroutine that flushes every flush interval, on
-// the service's clock, until close. o.mu is held.
+// the service's clock, until close, unless it runs or Close was called
+// (invariant 3).
 func (o *overCounts) startFlusher(s *Service) {
-	o.started = true
+	o.state.Lock()
+	defer o.state.Unlock()
+	if o.started.Load() || o.closed.Load() {
+		return
+	}
+	o.started.Store(true)
 	go func() {
 		defer close(o.done)
 		clk := s.opts.clock
@@ -215,19 +264,22 @@ var flushRule = &rule{upstream: true}
 // owed takes the hits owed to the counters of current windows, each as a
 // desc whose cost is them, and forgets the counters whose window ended.
 func (o *overCounts) owed(now int64) []desc {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	var ds []desc
-	for k, c := range o.m {
-		switch {
-		case c.start != windowStart(now, k.period):
-			delete(o.m, k)
-		case c.pending > 0:
-			r := *flushRule
-			r.domain, r.period = k.domain, k.period
-			ds = append(ds, desc{r: &r, l: limiter{c: c.c}, key: k.key, n: c.pending})
-			c.pending = 0
+	for i := range o.shards {
+		sh := &o.shards[i]
+		sh.mu.Lock()
+		for k, c := range sh.m {
+			switch {
+			case c.start != windowStart(now, k.period):
+				o.remove(sh, k)
+			case c.pending > 0:
+				r := *flushRule
+				r.domain, r.period = k.domain, k.period
+				ds = append(ds, desc{r: &r, l: limiter{c: c.c}, key: k.key, n: c.pending})
+				c.pending = 0
+			}
 		}
+		sh.mu.Unlock()
 	}
 	return ds
 }
@@ -236,19 +288,23 @@ func (o *overCounts) owed(now int64) []desc {
 // requests: a counter's count is the store's, plus the hits answered
 // since; a counter whose write failed keeps its hits and is asked next.
 func (o *overCounts) flushed(ds []desc, now int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	for i := range ds {
-		d := &ds[i]
-		k := d.overKey(d.r.domain)
-		c := o.m[k]
-		switch {
-		case c == nil || c.start != windowStart(now, d.r.period):
-		case d.err != nil:
-			c.pending, c.known = addCount(c.pending, d.n), 0
-		default:
-			c.known = addCount(d.count, c.pending)
-		}
+		o.flushedOne(&ds[i], now)
+	}
+}
+
+// flushedOne is flushed's for one desc, d, with its shard's lock held.
+func (o *overCounts) flushedOne(d *desc, now int64) {
+	k := d.overKey(d.r.domain)
+	sh := o.shardOf(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	switch c := sh.m[k]; {
+	case c == nil || c.start != windowStart(now, d.r.period):
+	case d.err != nil:
+		c.pending, c.known = addCount(c.pending, d.n), 0
+	default:
+		c.known = addCount(d.count, c.pending)
 	}
 }
 
@@ -259,15 +315,37 @@ func (o *overCounts) flushed(ds []desc, now int64) {
 // or by a later Flush.
 func (s *Service) Close(ctx context.Context) error {
 	o := &s.local
-	o.mu.Lock()
-	started := o.started
-	if !o.closed {
-		o.closed = true
+	o.state.Lock()
+	started := o.started.Load()
+	if !o.closed.Load() {
+		o.closed.Store(true)
 		close(o.stop)
 	}
-	o.mu.Unlock()
+	o.state.Unlock()
 	if started {
 		<-o.done
 	}
 	return s.Flush(ctx)
+}
+
+// check verifies invariants 1 and 2, for tests: each counter in the shard
+// its key hashes to, and n their number.
+func (o *overCounts) check() error {
+	n := 0
+	for i := range o.shards {
+		sh := &o.shards[i]
+		sh.mu.Lock()
+		for k := range sh.m {
+			if o.shardOf(k) != sh {
+				sh.mu.Unlock()
+				return fmt.Errorf("counter %v in shard %d, not its own", k, i)
+			}
+		}
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	if got := o.n.Load(); got != int64(n) {
+		return fmt.Errorf("n is %d, the shards hold %d counters", got, n)
+	}
+	return nil
 }

@@ -193,6 +193,9 @@ func TestLocalAnswersDifferential(t *testing.T) {
 				if !proto.Equal(got, want) {
 					t.Fatalf("step %d, service %d, %v:\n got  %v\n want %v", step, i, req, got, want)
 				}
+				if err := local[i].local.check(); err != nil {
+					t.Fatalf("step %d, service %d: %v", step, i, err)
+				}
 			}
 			for _, l := range local {
 				if err := l.Flush(ctx); err != nil {
@@ -220,11 +223,9 @@ func TestLocalAnswersDifferential(t *testing.T) {
 func waitFlushers(clk *clock.Fake, ss []*Service) {
 	n := 0
 	for _, s := range ss {
-		s.local.mu.Lock()
-		if s.local.started {
+		if s.local.started.Load() {
 			n++
 		}
-		s.local.mu.Unlock()
 	}
 	clk.WaitTimers(n)
 }
@@ -423,7 +424,8 @@ func TestLocalAnswersWindowEnded(t *testing.T) {
 	now := t0.UnixNano()
 	ds := []desc{{r: r, l: limiter{c: counter}, key: "k", n: 1, over: true, count: 5}}
 	o.learn("d", ds, []int{0}, now)
-	c := o.m[ds[0].overKey("d")]
+	k := ds[0].overKey("d")
+	c := o.shardOf(k).m[k]
 	if c == nil || c.known != 5 {
 		t.Fatalf("after a count of 5 over a limit of 2, the counter is %+v", c)
 	}
@@ -435,8 +437,8 @@ func TestLocalAnswersWindowEnded(t *testing.T) {
 	if next.owed != 0 {
 		t.Errorf("a hit in the next window carries %d hits owed to the window before", next.owed)
 	}
-	if len(o.m) != 0 {
-		t.Errorf("the ended window's counter is still known: %v", o.m)
+	if n := o.n.Load(); n != 0 {
+		t.Errorf("the ended window's counter is still known: %d counters", n)
 	}
 }
 
