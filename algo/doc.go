@@ -114,6 +114,19 @@
 // log algorithms cannot hold units for a later window, and schedule only
 // what fits now.
 //
+// # Changing a policy
+//
+// Convert carries a key's state from one policy to another, for a limiter
+// that keeps its name and changes its policy: the units the key spent stay
+// spent. Equal policies keep the state; buckets of one LIMIT and PERIOD
+// keep the TAT; logs keep their entries; windows of one algorithm and
+// PERIOD keep their counts, each capped at the new LIMIT. Any other change
+// spends at the time of the conversion the units the old state still
+// counts, capped at the new burst: the latest they can have been spent,
+// so the strictest placement. A converted state is never less strict than
+// the new policy's own after those units; what the old state no longer
+// counts (a window that ended) is gone.
+//
 // Cell is a State in 16 bytes for the four algorithms without a log, for
 // stores that keep millions of keys in memory, when the policy is Compact
 // (LIMIT at most 2^32-1); Clone copies a State deeply, for stores that must
