@@ -168,10 +168,11 @@ func newDifferential(t testing.TB, st store.Store, src *source) *differential {
 	}
 	for i, q := range d.pols {
 		var err error
-		if d.tm[i], err = d.mem.Table("diff", q); err != nil {
+		name := fmt.Sprint("diff-", i) // apart: a policy change under one name is PolicyChange's
+		if d.tm[i], err = d.mem.Table(name, q); err != nil {
 			t.Fatal(err)
 		}
-		if d.tf[i], err = st.Table("diff", q); err != nil {
+		if d.tf[i], err = st.Table(name, q); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -71,10 +71,11 @@ func (f *Flood) reload() {
 		f.unit = f.pol.Burst() / 4
 	}
 	var err error
-	if f.ts, err = f.st.Table("flood", f.pol); err != nil {
+	name := "flood " + f.pol.String() // apart: a policy change under one name is PolicyChange's
+	if f.ts, err = f.st.Table(name, f.pol); err != nil {
 		f.t.Fatal(err)
 	}
-	if f.tm, err = f.mem.Table("flood", f.pol); err != nil {
+	if f.tm, err = f.mem.Table(name, f.pol); err != nil {
 		f.t.Fatal(err)
 	}
 	clear(f.stampsS)

@@ -154,7 +154,7 @@ func testVectorsApply(t *testing.T, s store.Store) {
 func testIndependence(t *testing.T, s store.Store) {
 	a := table(t, s, "a", "fixed-window 2/1m")
 	b := table(t, s, "b", "fixed-window 2/1m")
-	c := table(t, s, "a", "fixed-window 3/1m") // same name, other policy
+	c := table(t, s, "c", "fixed-window 3/1m") // a policy change under one name is PolicyChange's
 	for range 2 {
 		decide(t, a, "k", t0, 1)
 	}
@@ -181,7 +181,7 @@ func testIndependence(t *testing.T, s store.Store) {
 
 func testDenialChangesNothing(t *testing.T, s store.Store) {
 	for _, pol := range []string{"token-bucket 3/1s burst=5", "leaky-bucket 3/1s", "sliding-log 3/1s", "sliding-window 3/1s", "fixed-window 3/1s"} {
-		tb := table(t, s, "deny", pol)
+		tb := table(t, s, "deny "+pol, pol)
 		decide(t, tb, "k", t0, 3)
 		before := peek(t, tb, "k", t0+1)
 		for n := int64(1); n <= 3; n++ {
@@ -284,7 +284,7 @@ func testAllOrNothingSameKey(t *testing.T, s store.Store) {
 func testRefund(t *testing.T, s store.Store) {
 	for _, pol := range []string{"token-bucket 3/1s burst=5", "leaky-bucket 7/2s", "sliding-log 4/1s", "sliding-window 4/1s", "fixed-window 4/1s"} {
 		p := algo.MustParsePolicy(pol)
-		tb := table(t, s, "refund", pol)
+		tb := table(t, s, "refund "+pol, pol)
 		var local algo.State
 		for i, step := range []struct {
 			dt, n   int64
@@ -324,7 +324,7 @@ func testRefund(t *testing.T, s store.Store) {
 func testSchedule(t *testing.T, s store.Store) {
 	for _, pol := range []string{"token-bucket 2/1s burst=2", "leaky-bucket 1/1h capacity=3", "fixed-window 2/1s"} {
 		p := algo.MustParsePolicy(pol)
-		tb := table(t, s, "schedule", pol)
+		tb := table(t, s, "schedule "+pol, pol)
 		var local algo.State
 		maxWait := 3 * p.Period() / time.Duration(p.Limit())
 		for i := range 8 {
@@ -372,7 +372,7 @@ func testForeignTable(t *testing.T, s store.Store) {
 func testConcurrentExact(t *testing.T, s store.Store) {
 	const goroutines = 1000
 	for _, pol := range []string{"token-bucket 100/1m", "leaky-bucket 100/1h", "sliding-log 100/1m", "sliding-window 100/1m", "fixed-window 100/1m"} {
-		tb := table(t, s, "concurrent", pol)
+		tb := table(t, s, "concurrent "+pol, pol)
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -464,8 +464,8 @@ func testApplyEach(t *testing.T, s store.Store) {
 	pols := []string{"token-bucket 3/1s", "fixed-window 2/1s", "sliding-log 2/1s"}
 	var ts, rs []store.Table
 	for _, p := range pols {
-		ts = append(ts, table(t, s, "each", p))
-		rs = append(rs, table(t, ref, "each", p))
+		ts = append(ts, table(t, s, "each "+p, p))
+		rs = append(rs, table(t, ref, "each "+p, p))
 	}
 	keys := []string{"a", "b", "{a}b", "k1", "k2", "k3", "k4", "k5"}
 	r := rand.New(rand.NewPCG(3, 5))
