@@ -65,6 +65,16 @@
 // WriteSnapshot and ReadSnapshot carry the states across a restart, in a
 // versioned binary format closed by a checksum.
 //
+// A limiter that keeps its name and changes its policy keeps its keys'
+// spent units: a table made under a name whose newest table has another
+// policy converts from it, on first use, each key it does not hold
+// (algo.Policy.Convert), and leaves the former table's state as it is,
+// for a limiter still using it. Across a restart, read the snapshot before
+// making the limiters, so that the former tables are there to convert
+// from. A key missing from such a table costs a batch of one op (its
+// shard and the former table's locked together) until the former table
+// drains and is freed; a key it holds costs nothing more.
+//
 // The state lives as long as the process. For limits shared between
 // processes, use package filestore or package redisstore.
 package memstore

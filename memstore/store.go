@@ -38,6 +38,7 @@ type Store struct {
 	mu      sync.Mutex
 	tables  map[tableKey]*table
 	folded  map[tableKey]algo.Shadow // tables freed with live state, folded
+	newest  map[string]tableKey      // the key of the table made last for each name
 	nextID  int
 	sweepAt int   // the number of tables from which freeDrained runs again
 	made    int64 // bytes of the tables made since freeDrained ran
@@ -68,8 +69,9 @@ type tableKey struct {
 // live is the memtable a table handle uses now, with the id that orders
 // the locking of its shards.
 type live struct {
-	id int
-	t  *memtable.Table
+	id     int
+	t      *memtable.Table
+	source atomic.Pointer[live] // nil, or the table of its name under a former policy (see load)
 }
 
 // New returns an empty memory store holding at most maxKeys keys per
@@ -79,7 +81,8 @@ func New(maxKeys int, opts ...Option) *Store {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
-	m := &Store{maxKeys: maxKeys, tables: make(map[tableKey]*table), folded: make(map[tableKey]algo.Shadow)}
+	m := &Store{maxKeys: maxKeys, tables: make(map[tableKey]*table), folded: make(map[tableKey]algo.Shadow),
+		newest: make(map[string]tableKey)}
 	MaxBytes(0).apply(m)
 	for _, o := range opts {
 		o.apply(m)
@@ -146,7 +149,12 @@ func (m *Store) revive(t *table) {
 		delete(m.folded, t.key)
 		m.budget.Charge(-foldedBytes(t.key))
 	}
-	t.cur.Store(&live{id: m.nextID, t: mt})
+	l := &live{id: m.nextID, t: mt}
+	if source := m.sourceOf(t); source != nil {
+		mt.SetSourced(true)
+		l.source.Store(source)
+	}
+	t.cur.Store(l)
 	m.nextID++
 	m.tables[t.key] = t
 }
@@ -169,20 +177,21 @@ func (m *Store) freeDrained(need int64) {
 			last[k.name] = max(l, mt.Last())
 		}
 		if mt.Close() {
-			delete(m.tables, k)
+			m.forgetTable(k)
 			m.budget.Charge(-entryBytes(k))
 		}
 	}
 	if len(m.tables)*4 < before {
 		m.tables = maps.Clone(m.tables) // Go maps do not shrink
 	}
+	m.dropFreedSources()
 	m.dropFolded(last)
 	for k, t := range m.tables {
 		if m.budget.Fits(need) {
 			break
 		}
 		if f, ok := t.cur.Load().t.Fold(foldKeys); ok {
-			delete(m.tables, k)
+			m.forgetTable(k)
 			m.budget.Charge(-entryBytes(k))
 			m.folded[k] = f
 			m.budget.Charge(foldedBytes(k))
@@ -290,13 +299,17 @@ func (m *Store) policy(t store.Table) (*algo.Policy, bool) {
 	return &mt.key.p, true
 }
 
-func (t *table) Decide(_ context.Context, key string, now, n int64) (algo.Decision, error) {
+func (t *table) Decide(ctx context.Context, key string, now, n int64) (algo.Decision, error) {
 	for {
 		d, err := t.cur.Load().t.Decide(key, now, n)
-		if err != memtable.ErrClosed {
-			return d, err
+		switch err {
+		case memtable.ErrMissing:
+			return t.decideMissing(ctx, key, now, n)
+		case memtable.ErrClosed:
+			t.renew()
+			continue
 		}
-		t.renew()
+		return d, err
 	}
 }
 
@@ -361,21 +374,25 @@ func (m *Store) Apply(ctx context.Context, ops []store.Op) error {
 	}
 }
 
-// lockAll locks the shards of every op's key, in one global order (table,
-// then shard), and returns each op's memtable and the function that
+// lockAll locks the shards of every op's key, and of the tables it may be
+// converted from (live.source), in one global order (table, then shard),
+// and returns each op's memtable and the function that
 // unlocks them; or nil, after renewing any table freed since the ops named
 // it.
-func (m *Store) lockAll(ops []store.Op) ([]*memtable.Table, func()) {
+func (m *Store) lockAll(ops []store.Op) ([]*live, func()) {
 	type lock struct {
 		l     *live
 		shard int
 	}
-	tables := make([]*memtable.Table, len(ops))
+	tables := make([]*live, len(ops))
 	locks := make([]lock, 0, len(ops))
 	for i := range ops {
 		l := ops[i].Table.(*table).cur.Load()
-		tables[i] = l.t
+		tables[i] = l
 		locks = append(locks, lock{l, l.t.Shard(l.t.Hash(ops[i].Key))})
+		if x := l.source.Load(); x != nil {
+			locks = append(locks, lock{x, x.t.Shard(x.t.Hash(ops[i].Key))})
+		}
 	}
 	slices.SortFunc(locks, func(a, b lock) int {
 		return cmp.Or(cmp.Compare(a.l.id, b.l.id), cmp.Compare(a.shard, b.shard))
@@ -390,7 +407,7 @@ func (m *Store) lockAll(ops []store.Op) ([]*memtable.Table, func()) {
 		}
 	}
 	for i := range ops {
-		if tables[i].Closed() {
+		if tables[i].t.Closed() {
 			unlock()
 			for j := range ops {
 				ops[j].Table.(*table).renew()
@@ -404,7 +421,7 @@ func (m *Store) lockAll(ops []store.Op) ([]*memtable.Table, func()) {
 // apply carries out ops, whose memtables are tables, with their shards
 // locked, and undoes everything when an OpDecide or OpSchedule is denied
 // or an op fails.
-func apply(ops []store.Op, tables []*memtable.Table) error {
+func apply(ops []store.Op, tables []*live) error {
 	type undo struct {
 		t   *memtable.Table
 		h   uint64
@@ -427,10 +444,10 @@ func apply(ops []store.Op, tables []*memtable.Table) error {
 	denied := false
 	for i := range ops {
 		op := &ops[i]
-		t := tables[i]
+		t := tables[i].t
 		h := t.Hash(op.Key)
 		p := t.Policy()
-		s, held := t.Load(h, op.Key, op.Now)
+		s, held := tables[i].load(h, op.Key, op.Now)
 		u := undo{t, h, op.Key, algo.State{}} // a missing key is dropped again
 		if held {
 			u.s = s.Clone()

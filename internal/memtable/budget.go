@@ -313,6 +313,12 @@ func (t *Table) SetFloor(f algo.Shadow) {
 	t.floored = t.p.ResetAt(&t.floor) > 0
 }
 
+// SetSourced sets whether Decide returns ErrMissing for a key t does not
+// hold, so that its caller can find the key's state elsewhere (a table of
+// the same limiter under its former policy) and decide with Load and
+// Store.
+func (t *Table) SetSourced(on bool) { t.sourced.Store(on) }
+
 // Closed reports whether Close freed t. A caller holding one of its shard
 // locks knows that it stays so until the lock is released.
 func (t *Table) Closed() bool { return t.closed.Load() }

@@ -78,10 +78,15 @@ type Table struct {
 	shadowN int         // slots of a shard's shadow
 	floor   algo.State  // with floored, what a missing key starts from at least
 	floored bool
+	sourced atomic.Bool // Decide leaves missing keys to its caller (SetSourced)
 }
 
 // ErrClosed is returned by Decide on a Table that Close freed.
 var ErrClosed = errors.New("memtable: table closed")
+
+// ErrMissing is returned by Decide, which changes nothing then, for a key
+// that a Table marked by SetSourced does not hold.
+var ErrMissing = errors.New("memtable: key missing from a sourced table")
 
 // Stats counts a Table's keys and what it dropped.
 type Stats struct {
@@ -186,6 +191,10 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 		sh.mu.Unlock()
 		return d, err
 	}
+	if t.sourced.Load() {
+		sh.mu.Unlock()
+		return algo.Decision{}, ErrMissing
+	}
 	var s algo.State
 	if sh.shadow != nil || t.floored {
 		s = t.recall(sh, h, now)
@@ -243,6 +252,9 @@ func (t *Table) decideFast(sh *shard, h uint64, key string, now, n int64) (algo.
 
 func (t *Table) decideLog(sh *shard, h uint64, key string, now, n int64) (algo.Decision, error) {
 	s := sh.logs[key]
+	if s == nil && t.sourced.Load() {
+		return algo.Decision{}, ErrMissing
+	}
 	if s == nil {
 		fresh := t.recall(sh, h, now)
 		d, err := t.p.Decide(&fresh, now, n)
