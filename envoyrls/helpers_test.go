@@ -83,15 +83,15 @@ func summary(resp *rlsv3.RateLimitResponse) string {
 	return b.String()
 }
 
-// brokenStore is a store that fails: every table whose name is refused
-// cannot be made, and every decision of the others fails with err.
+// brokenStore is a store that fails: every table whose name begins with
+// refused (a domain's, its counters' too) cannot be made, and every decision of the others fails with err.
 type brokenStore struct {
 	refused string
 	err     error
 }
 
 func (s brokenStore) Table(name string, p algo.Policy) (store.Table, error) {
-	if name == s.refused {
+	if s.refused != "" && strings.HasPrefix(name, s.refused) {
 		return nil, fmt.Errorf("brokenStore: %w: cannot hold %q", store.ErrInvalidKey, name)
 	}
 	return brokenTable{s.err}, nil

@@ -79,8 +79,9 @@ const maxOverrides = 1024
 // NewService returns a service deciding with cfg (nil: no domain, every
 // request answered OK) and keeping its counters in store (nil: a new
 // memstore.New(0)). Each domain's limits live in the store
-// table named "envoyrls/" followed by the domain, so that services
-// sharing a store (several processes on one Redis) share their limits.
+// tables named "envoyrls/" followed by the domain (see the package doc),
+// so that services sharing a store (several processes on one Redis) share
+// their limits.
 func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 	o := defaults()
 	for _, opt := range opts {
@@ -163,7 +164,15 @@ func (s *Service) ruleLimiter(r *rule, counters map[counterKey]limiter) limiter 
 // period (store.CountersOf): they count every hit, and shadow mode acts
 // on the answer.
 func (s *Service) newCounter(domainName string, period time.Duration) (store.Counters, error) {
-	return store.CountersOf(s.store, tableName(domainName), period)
+	return store.CountersOf(s.store, counterName(domainName, period), period)
+}
+
+// counterName is the table name of the domain's counters of the fixed
+// windows of length period: a name per window, since a table of one name
+// under another policy is a policy change, whose keys the store converts
+// (store's doc), and counters of two windows are apart, as upstream's.
+func counterName(domain string, period time.Duration) string {
+	return tableName(domain) + "/" + period.String()
 }
 
 // newLimiter returns the limiter of a limit of the domain with policy p,
