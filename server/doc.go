@@ -17,8 +17,9 @@
 // key's queue instead of a refusal (floodgate.Limiter.Schedule), and the
 // answer's delay says how long the caller is to wait before acting; the
 // service answers at once and holds nothing open, and limits.max_wait
-// bounds every queue. Each key's state is kept per policy name and policy: keys of one
-// name under a changed policy start afresh.
+// bounds every queue. Each key's state is kept per policy name: a name
+// given another policy keeps its keys' spent units (algo.Policy.Convert)
+// on the memory and file stores.
 //
 // A denial is an answer, 200 with "allowed": false; errors are for broken
 // requests (400, naming the problem), missing or wrong tokens (401) and a

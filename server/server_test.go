@@ -413,7 +413,8 @@ func TestReady(t *testing.T) {
 }
 
 // SetConfig swaps policies: an unchanged policy keeps its state, a changed
-// one starts afresh, and an invalid configuration changes nothing.
+// one keeps its keys' spent units (algo.Policy.Convert), and an invalid
+// configuration changes nothing.
 func TestSetConfig(t *testing.T) {
 	ts := newTestServer(t, testConfig)
 	ts.check(t, `{"policy":"global","key":"k","cost":5}`)
@@ -426,7 +427,7 @@ func TestSetConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBody(t, "unchanged policy", ts.check(t, `{"policy":"global","key":"k","cost":0}`), `{"allowed":true,"remaining":0,"retry_after":0,"reset_after":60}`)
-	wantBody(t, "changed policy", ts.check(t, `{"policy":"login","key":"k","cost":0}`), `{"allowed":true,"remaining":3,"retry_after":0,"reset_after":0}`)
+	wantBody(t, "changed policy", ts.check(t, `{"policy":"login","key":"k","cost":0}`), `{"allowed":true,"remaining":1,"retry_after":0,"reset_after":10}`)
 	wantBody(t, "new policy", ts.check(t, `{"policy":"new","key":"k"}`), `{"allowed":true,"remaining":0,"retry_after":0,"reset_after":1}`)
 	if a := ts.check(t, `{"policy":"per-user","key":"k"}`); a.code != 400 {
 		t.Errorf("a removed policy: %d %s", a.code, a.body)
@@ -438,6 +439,26 @@ func TestSetConfig(t *testing.T) {
 	if a := ts.check(t, `{"policy":"new","key":"j"}`); a.code != 200 {
 		t.Errorf("after a refused configuration: %d %s", a.code, a.body)
 	}
+}
+
+// A reloaded configuration that raises, cuts or changes the algorithm of
+// a named policy keeps each key's spent units: a raise gives the new
+// headroom, a cut takes effect at once, over HTTP.
+func TestSetConfigKeepsSpentUnits(t *testing.T) {
+	ts := newTestServer(t, "policies: {api: fixed-window 100/1h, upload: fixed-window 100/1h}")
+	ts.check(t, `{"policy":"api","key":"alice","cost":80}`)
+	ts.check(t, `{"policy":"upload","key":"alice","cost":80}`)
+	ts.clock.Advance(time.Minute)
+	cfg, err := ParseConfig([]byte("policies: {api: fixed-window 200/1h, upload: token-bucket 50/1h}"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	wantBody(t, "a raise", ts.check(t, `{"policy":"api","key":"alice","cost":0}`), `{"allowed":true,"remaining":120,"retry_after":0,"reset_after":3540}`)
+	wantBody(t, "a cut to a bucket", ts.check(t, `{"policy":"upload","key":"alice","cost":1}`), `{"allowed":false,"remaining":0,"retry_after":72,"reset_after":3600}`)
+	wantBody(t, "a key never spent", ts.check(t, `{"policy":"api","key":"bob","cost":0}`), `{"allowed":true,"remaining":200,"retry_after":0,"reset_after":0}`)
 }
 
 func TestParseConfig(t *testing.T) {
