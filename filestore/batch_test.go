@@ -27,8 +27,8 @@ func TestBatchDecidesAsIfAlone(t *testing.T) {
 	policies := []string{"token-bucket 3/1s burst=4", "sliding-log 5/1m"}
 	var tf, tm []store.Table
 	for _, p := range policies {
-		tf = append(tf, table(t, fs, "n", p))
-		tm = append(tm, table(t, mem, "n", p))
+		tf = append(tf, table(t, fs, "n "+p, p)) // a name per policy: apart
+		tm = append(tm, table(t, mem, "n "+p, p))
 	}
 	r := rand.New(rand.NewPCG(3, 5))
 	const calls = 60

@@ -91,6 +91,15 @@
 // file gets mode 0666 less the umask, as os.Create gives: every user whose
 // programs share the limits must be able to write it.
 //
+// A limiter that keeps its name and changes its policy keeps its keys'
+// spent units: an op on a key that its bucket does not hold (and that no
+// earlier call of the transaction wrote) starts from the key's state in
+// the buckets of the same name under other policies, converted to the new
+// policy at the op's time (algo.Policy.Convert); of several, the one that
+// drains last. The former buckets keep their states, until they drain. A
+// limiter of the default name (its policy's string) has no former policy:
+// a new policy is a new name.
+//
 // # Size
 //
 // Keys whose state has drained (algo.Policy.ResetAt) are deleted, so the

@@ -101,12 +101,13 @@ func (x *txn) carry(ops []store.Op) error {
 		if w < 0 {
 			sl := x.slot(t, op.Key)
 			s := sl.s.Clone()
-			if sl.err != nil {
-				// A reset needs no state: it is the way to recover.
-				if op.Kind != store.OpReset {
-					return sl.err
-				}
-				s = algo.State{}
+			switch {
+			case sl.err != nil && op.Kind != store.OpReset:
+				return sl.err
+			case sl.err != nil:
+				s = algo.State{} // a reset needs no state: it is the way to recover
+			case sl.stored == nil && !sl.changed && op.Kind != store.OpReset:
+				s = x.formerState(t, op.Key, op.Now)
 			}
 			ws = append(ws, work{sl, s})
 			w = len(ws) - 1
