@@ -36,7 +36,10 @@ func WithClock(c clock.Clock) Option { return optionFunc(func(cfg *config) { cfg
 
 // WithName names the limiter's keys in its store (the default name is the
 // policy's string), so that limiters with equal policies but different
-// purposes keep separate state on a shared store.
+// purposes keep separate state on a shared store. A limiter made later
+// under the same name with another policy (a reload that raises a limit)
+// is that limiter's policy changed: on the memory and file stores each key
+// keeps its spent units (algo.Policy.Convert).
 func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
 
 // WithMaxKeys bounds the keys of the limiter's own memory store (default
