@@ -58,8 +58,8 @@ func TestDifferentialEachCluster(t *testing.T) {
 	var tst, tmem []store.Table
 	for _, p := range []string{"token-bucket 10/1s burst=5", "fixed-window 6/1s", "sliding-window 8/1s", "sliding-log 4/1s"} {
 		pol := algo.MustParsePolicy(p)
-		tst = append(tst, must(st.Table("each", pol)))
-		tmem = append(tmem, must(mem.Table("each", pol)))
+		tst = append(tst, must(st.Table("each "+p, pol))) // a name per policy: apart
+		tmem = append(tmem, must(mem.Table("each "+p, pol)))
 	}
 	rng := rand.New(rand.NewPCG(17, 13))
 	now := int64(1795305600) * 1e9
