@@ -174,3 +174,37 @@ func TestScheduleOptions(t *testing.T) {
 		t.Fatalf("dry run: %+v delay %v", r.Decision(), r.Delay())
 	}
 }
+
+// Cancelling a reservation with others queued behind it gives back
+// nothing they rely on (issue 28): on a leaky bucket of capacity 1
+// draining every 200ms, requests at 0, 30, 60 and 90ms act at 0, 200,
+// 400 and 600ms; cancelling the second at 100ms must not let a request
+// at 300ms act at 600ms beside the fourth. The slot at 200ms is lost, as
+// with x/time/rate's Reservation.CancelAt: the fourth cannot move up.
+func TestCancelQueued(t *testing.T) {
+	fc := newFake()
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("leaky-bucket 5/1s capacity=1"), floodgate.WithClock(fc)))
+	var rs []*floodgate.Reservation
+	for i := range 4 {
+		r, err := l.Schedule(ctx, "k", 1, time.Second)
+		if want := time.Duration(200*i-30*i) * time.Millisecond; err != nil || !r.OK() || r.Delay() != want {
+			t.Fatalf("request %d: %+v delay %v, %v; want admitted after %v", i+1, r.Decision(), r.Delay(), err, want)
+		}
+		rs = append(rs, r)
+		if i < 3 {
+			fc.Advance(30 * time.Millisecond)
+		}
+	}
+	fc.Advance(10 * time.Millisecond) // 100ms
+	if err := rs[1].Cancel(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(200 * time.Millisecond) // 300ms
+	r, err := l.Schedule(ctx, "k", 1, time.Second)
+	if err != nil || !r.OK() {
+		t.Fatalf("request at 300ms: %+v, %v", r.Decision(), err)
+	}
+	if got := 300*time.Millisecond + r.Delay(); got != 800*time.Millisecond {
+		t.Fatalf("request at 300ms acts at %v, want 800ms, after the one queued at 90ms acts at 600ms", got)
+	}
+}

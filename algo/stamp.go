@@ -36,13 +36,19 @@ func (p *Policy) StampOf(s *State, now int64) Stamp {
 
 // Refund gives back, at time now, the n units of an event that was admitted
 // with Stamp st and that its caller did not use (a cancelled reservation),
-// as far as the events since then allow. It never makes s more permissive
-// than if the event had not happened:
+// as far as the events since then allow. The events admitted, less those
+// refunded, never act beyond the policy, at the instants they were given;
+// and s is never more permissive than if the event had not happened:
 //
 //   - token-bucket and leaky-bucket give back the part of the event's n*T
-//     that has not drained by now: none once the TAT it left has passed.
+//     that has not drained by now, if no units were admitted after it (the
+//     TAT it left is still the State's): the event was the last in the
+//     queue. Otherwise nothing: the events after it were placed counting on
+//     its units, and keep their instants, so the next event could act
+//     beside them.
 //   - fixed-window and sliding-window take n off the count of the window
-//     that holds st.At, while the State still counts that window.
+//     that holds st.At, while the State still counts that window: the
+//     events after it counted it, and still fit without it.
 //   - sliding-log takes n units off the log entry at st.At while it is in
 //     the log.
 //
@@ -92,9 +98,15 @@ func (p *Policy) CheckRefund(now, n int64) error {
 	return nil
 }
 
-// refundBucket takes back held = min(n*T, max(0, TAT_r - now)), the part of
-// the event's span [TAT_r - n*T, TAT_r) still ahead of now: TAT' =
-// max(TAT - held, now). Units of 1/LIMIT ns, as in bucket.
+// refundBucket takes back the part of the event's span [TAT_r - n*T,
+// TAT_r) still ahead of now, min(n*T, max(0, TAT_r - now)), when no units
+// were reserved after the event (TAT <= TAT_r): TAT' = max(TAT - held,
+// now). When some were (TAT > TAT_r), it takes back nothing: those later
+// events were placed, and act, counting on the event's units, and TAT
+// cannot tell how much of TAT - TAT_r they still need once other refunds
+// have left gaps in it (x/time/rate's Reservation.CancelAt measures that
+// from the last event's time, which a State does not keep). Units of
+// 1/LIMIT ns, as in bucket.
 func (p *Policy) refundBucket(s *State, st Stamp, now, n int64) {
 	limit := uint64(p.limit)
 	if st.Frac < 0 || uint64(st.Frac) >= limit || st.TAT < 0 {
@@ -102,14 +114,14 @@ func (p *Policy) refundBucket(s *State, st Stamp, now, n int64) {
 	}
 	tl := mul64(uint64(now), limit)
 	tatR := mul64(uint64(st.TAT), limit).add(u128{0, uint64(st.Frac)})
-	if !tl.less(tatR) {
-		return // the event's units have all drained
+	tat := mul64(uint64(s.t), limit).add(u128{0, uint64(s.x)})
+	if !tl.less(tatR) || tatR.less(tat) {
+		return // the event's units have all drained, or others rely on them
 	}
 	held := tatR.sub(tl)
 	if span := mul64(uint64(n), uint64(p.period)); span.less(held) {
 		held = span
 	}
-	tat := mul64(uint64(s.t), limit).add(u128{0, uint64(s.x)})
 	if !held.less(tat) { // tat <= held
 		return
 	}

@@ -59,6 +59,7 @@ var rules = []rule{
 	{"all-or-nothing", testAllOrNothing},
 	{"all-or-nothing-same-key", testAllOrNothingSameKey},
 	{"refund", testRefund},
+	{"cancel-never-over-admits", testCancel},
 	{"schedule", testSchedule},
 	{"reset", testReset},
 	{"foreign-table", testForeignTable},

@@ -71,17 +71,18 @@ local function bucket(p, s, nh, nl, n)
 end
 
 -- refundBucket gives back the part of the event's n*T still ahead of now,
--- as algo.Policy.refundBucket, on big integers (refunds are rare).
+-- unless units were reserved after it, as algo.Policy.refundBucket, on
+-- big integers (refunds are rare).
 local function refundBucket(p, s, st, nh, nl, n)
   local limit = p.limit
   if st.frac >= limit then return end
   local tl = mulnum(pbig(nh, nl), limit)
   local tatR = add(mulnum(pbig(st.th, st.tl), limit), num(st.frac))
-  if cmp(tl, tatR) >= 0 then return end
+  local tat = add(mulnum(pbig(s.th, s.tl), limit), num(s.x))
+  if cmp(tl, tatR) >= 0 or cmp(tat, tatR) > 0 then return end
   local held = sub(tatR, tl)
   local span = mulnum(p.period, n)
   if cmp(span, held) < 0 then held = span end
-  local tat = add(mulnum(pbig(s.th, s.tl), limit), num(s.x))
   if cmp(held, tat) >= 0 then return end
   tat = sub(tat, held)
   if cmp(tat, tl) < 0 then tat = tl end
