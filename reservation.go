@@ -91,12 +91,16 @@ func (r *Reservation) Commit() {
 	r.mu.Unlock()
 }
 
-// Cancel gives the reserved units back. They are returned as far as the
-// time and the requests since the reservation allow (algo.Policy.Refund):
-// a bucket gets back the part not yet drained, a window or log loses the
-// units while it still counts them. Cancel never lets the key admit more
-// than if the reservation had not been made. It does nothing after Commit,
-// a previous Cancel, or for a reservation that was denied.
+// Cancel gives the reserved units back, as far as the time and the
+// requests since the reservation allow (algo.Policy.Refund): a window or
+// log loses the units while it still counts them; a bucket gets back the
+// part not yet drained only when no request was admitted after this one,
+// and otherwise nothing, since those requests keep the instants they were
+// given and the next one would act beside them. So Cancel never lets the
+// key admit more than its policy allows, nor more than if the
+// reservation had not been made, and the requests queued behind a
+// cancelled one do not go sooner. It does nothing after Commit, a
+// previous Cancel, or for a reservation that was denied.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

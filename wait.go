@@ -26,7 +26,8 @@ func (l *Limiter) Wait(ctx context.Context, key string) error { return l.WaitN(c
 // maximum wait (WithMaxWait), and ErrQueueFull when the key already has the
 // limiter's maximum number of waiters (WithMaxQueue). When the context is
 // done while it waits, WaitN returns the context's error and gives back
-// what it held. In dry-run mode WaitN never waits.
+// what it held as Reservation.Cancel does: on a bucket, nothing when
+// others have queued behind it. In dry-run mode WaitN never waits.
 //
 // With token-bucket and leaky-bucket policies the units are held in the
 // store from the moment WaitN is called (algo.Policy.Schedule), so the

@@ -106,9 +106,13 @@
 //
 // Refund takes back the units of an admitted event that its caller did not
 // use (a cancelled reservation), identified by the Stamp that StampOf gave
-// right after the event. It never leaves a State more permissive than if
-// the event had not happened; refunded at the same instant, it leaves it
-// exactly as permissive. Schedule admits an event that may wait: for the
+// right after the event. It never lets the events that stay act beyond the
+// policy, and never leaves a State more permissive than if the event had
+// not happened; refunded at the same instant with no event since, it
+// leaves it exactly as permissive. A window or log takes the units off its
+// count; a bucket gives back what has not drained only when no units were
+// admitted after the event, and otherwise nothing: those later events are
+// placed behind it and keep their instants. Schedule admits an event that may wait: for the
 // buckets it holds the units from now for the earliest instant they fit,
 // so that events scheduled one after another act in order; the window and
 // log algorithms cannot hold units for a later window, and schedule only

@@ -38,8 +38,8 @@ import (
 // With WithDelay, a call over the rate first waits its turn, on the
 // handler's goroutine, up to the maximum delay; one cancelled while it
 // waits fails with its context's status (codes.Canceled or
-// codes.DeadlineExceeded), gives its units back, and is counted in
-// Stats().Abandoned.
+// codes.DeadlineExceeded), gives its units back as
+// floodgate.Reservation.Cancel does, and is counted in Stats().Abandoned.
 //
 // A denied call fails with codes.ResourceExhausted, and its status carries
 // an errdetails.RetryInfo whose RetryDelay is the exact wait after which

@@ -84,7 +84,7 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.l
 // key already has the limiter's maximum of waiting calls
 // (floodgate.WithMaxQueue); its RetryInfo then says when a retry would be
 // admitted within maxWait. A call cancelled while it waits gives its
-// units back. The nginx equivalents are in package httplimit's doc
+// units back if no call has queued behind it. The nginx equivalents are in package httplimit's doc
 // ("Shaping"). maxWait 0 (the default) refuses at once. For New only:
 // NewAll panics with it, since waiting cannot yet be all or nothing.
 func WithDelay(maxWait time.Duration) Option {

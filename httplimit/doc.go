@@ -82,8 +82,10 @@
 // maximum of waiting requests (floodgate.WithMaxQueue). With a bucket
 // policy each waiting request holds its units in the store from the moment
 // it arrives (floodgate.Limiter.Delay), so the queue is exact and shared
-// by every process on the store, and a client that disconnects while it
-// waits gives them back: the requests after it go sooner.
+// by every process on the store. A client that disconnects while it waits
+// gives them back only if no request has queued behind it; otherwise its
+// turn goes unused, since the requests after it keep theirs and a new one
+// would be served beside them (floodgate.Reservation.Cancel).
 //
 // This is nginx's limit_req. nginx keeps, per key, the excess: the
 // requests beyond the rate, drained at the rate, a key's first request

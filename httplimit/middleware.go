@@ -67,8 +67,8 @@ import (
 //     again, or 1 second if the limiter does not say. It is logged.
 //
 // A request whose client goes away while it waits its turn (WithDelay)
-// gets no answer: its units are given back, and it is counted in
-// Stats().Abandoned.
+// gets no answer: its units are given back as Reservation.Cancel does, and
+// it is counted in Stats().Abandoned.
 //
 // The errors themselves never reach the client: only the status and a
 // generic message do. Errors are logged (WithLogger) at most one line a

@@ -130,7 +130,8 @@ func WithHeaders(h Headers) Option { return optionFunc(func(c *config) { c.heade
 // has the limiter's maximum of waiting requests (floodgate.WithMaxQueue).
 // With a bucket policy of capacity D+1 this is nginx's limit_req with
 // delay=D: see "Shaping" in the package doc for the equivalents. A client
-// that disconnects while it waits gives its units back. maxWait 0 (the
+// that disconnects while it waits gives its units back if no request has
+// queued behind it (floodgate.Reservation.Cancel). maxWait 0 (the
 // default) refuses at once, as without the option. For New only: NewAll
 // panics with it, since waiting cannot yet be all or nothing.
 func WithDelay(maxWait time.Duration) Option {
