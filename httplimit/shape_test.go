@@ -320,6 +320,55 @@ func TestShapeDisconnectRefunds(t *testing.T) {
 	waitGoroutines(t, before)
 }
 
+// TestShapeDisconnectQueued: a client that goes away while others wait
+// behind it gives nothing back, since they keep their turns (issue 28).
+// On leaky-bucket 5/1s capacity=1, requests at 0, 30, 60 and 90ms are
+// served at 0, 200, 400 and 600ms; the one at 30ms leaves at 100ms; one
+// at 300ms must then be served at 800ms, not at 600ms beside the one from
+// 90ms.
+func TestShapeDisconnectQueued(t *testing.T) {
+	l, fc := newLimiter(t, "leaky-bucket 5/1s capacity=1")
+	m := New(l, WithDelay(time.Second))
+	sc := newShapeClient(t, m, fc)
+	out := make(chan shaped, 8)
+	at := func(ms int) { fc.Set(t0.Add(time.Duration(ms) * time.Millisecond)) }
+	if s := arrive(t, sc, fc, 1, out); s == nil || s.status != http.StatusOK {
+		t.Fatalf("first request: %+v", s)
+	}
+	at(30)
+	gone, cancel := context.WithCancel(context.Background())
+	left := make(chan shaped, 1)
+	go sc.send(gone, 2, left)
+	fc.WaitTimers(1)
+	for _, r := range []struct{ id, ms int }{{3, 60}, {4, 90}} {
+		at(r.ms)
+		if s := arrive(t, sc, fc, r.id, out); s != nil {
+			t.Fatalf("request %d answered at once: %+v", r.id, s)
+		}
+	}
+	at(100)
+	cancel()
+	if s := <-left; !errors.Is(s.err, context.Canceled) {
+		t.Fatalf("the request that left: %+v", s)
+	}
+	for m.Stats().Abandoned != 1 || fc.Timers() != 2 {
+		runtime.Gosched() // the server notices the closed connection
+	}
+	at(300)
+	if s := arrive(t, sc, fc, 5, out); s != nil {
+		t.Fatalf("request at 300ms answered at once: %+v", s)
+	}
+	for _, ms := range []int{400, 600, 800} {
+		at(ms)
+		if s := <-out; s.status != http.StatusOK || s.served != time.Duration(ms)*time.Millisecond {
+			t.Fatalf("at %dms: %+v", ms, s)
+		}
+		if want := (800 - ms) / 200; fc.Timers() != want {
+			t.Fatalf("at %dms, %d requests wait, want %d: one at 300ms was served beside the one from 90ms", ms, fc.Timers(), want)
+		}
+	}
+}
+
 // waitGoroutines fails t unless the goroutines fall back to at most
 // before (plus 2, for the runtime's own) within 5 seconds of real time:
 // connections close asynchronously.
