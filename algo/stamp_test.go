@@ -200,3 +200,39 @@ func TestCompact(t *testing.T) {
 		}
 	}
 }
+
+// TestRefundQueued: a bucket refund gives back nothing while units
+// admitted after the event are held (they act at instants that counted
+// on it), and the undrained rest once the event is the last again. On
+// leaky-bucket 5/1s capacity=1, events scheduled at 0, 30, 60 and 90ms
+// act at 0, 200, 400 and 600ms (TAT 800ms); at 100ms, refunding the
+// second changes nothing; refunding the fourth, then the third, then the
+// second, takes TAT back to 600, 400, then 200ms.
+func TestRefundQueued(t *testing.T) {
+	p := algo.MustParsePolicy("leaky-bucket 5/1s capacity=1")
+	const ms = int64(time.Millisecond)
+	var s algo.State
+	var stamps []algo.Stamp
+	for i := range int64(4) {
+		d, at, err := p.Schedule(&s, 30*i*ms, 1, int64(time.Second))
+		if err != nil || !d.Allowed || at != 200*i*ms {
+			t.Fatalf("event %d: %+v at %d, %v", i, d, at, err)
+		}
+		stamps = append(stamps, p.StampOf(&s, at))
+	}
+	tat := func() time.Duration {
+		d, _ := p.Decide(&s, 100*ms, 0)
+		return time.Duration(100*ms) + d.ResetAfter
+	}
+	for _, c := range []struct {
+		event int
+		want  time.Duration
+	}{{1, 800 * time.Millisecond}, {3, 600 * time.Millisecond}, {2, 400 * time.Millisecond}, {1, 200 * time.Millisecond}} {
+		if err := p.Refund(&s, stamps[c.event], 100*ms, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := tat(); got != c.want {
+			t.Fatalf("after refunding event %d at 100ms, TAT %v, want %v", c.event, got, c.want)
+		}
+	}
+}
