@@ -60,7 +60,8 @@ type MultiDecision struct {
 // and when a later store denies, the units already spent on earlier ones
 // are refunded (algo.Policy.Refund), so the combined check never admits
 // more than a limit allows; a concurrent caller may meanwhile see those
-// units spent for an instant. A limiter in dry-run mode is decided after
+// units spent for an instant, and on a bucket they stay spent if such a
+// caller was admitted on the key in between (algo.Policy.Refund). A limiter in dry-run mode is decided after
 // the others, and only reports.
 //
 // A cost above a limit's burst denies the whole request with RetryAfter
