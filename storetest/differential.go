@@ -141,9 +141,9 @@ type differential struct {
 	pols    [2]algo.Policy
 	tm, tf  [2]store.Table // the memory store's tables, the store's
 	now     int64
-	hwm     int64               // the latest now so far
-	stamps  map[slot]algo.Stamp // each key's last admission, to refund
-	resetAt map[slot]int64      // when each key last drained, by a peek
+	hwm     int64                  // the latest now so far
+	stamps  map[slot][2]algo.Stamp // each key's last two admissions, to refund
+	resetAt map[slot]int64         // when each key last drained, by a peek
 }
 
 // refBytes is the memory store's bound in Differential: enough that it
@@ -163,7 +163,7 @@ func newDifferential(t testing.TB, st store.Store, src *source) *differential {
 		mem:     memstore.New(0, refBytes),
 		st:      st,
 		pols:    drawPolicies(src),
-		stamps:  map[slot]algo.Stamp{},
+		stamps:  map[slot][2]algo.Stamp{},
 		resetAt: map[slot]int64{},
 	}
 	for i, q := range d.pols {
@@ -294,7 +294,7 @@ func (d *differential) drawOp(each bool) (int, store.Op) {
 		op.MaxWait = d.drawMaxWait(p)
 	case 1:
 		op.Kind = store.OpRefund
-		op.Stamp = d.stamps[k]
+		op.Stamp = d.stamps[k][d.src.intn(2)] // the last, or one queued before it
 		op.N = min(op.N, p.Burst())
 	case 2:
 		if d.src.intn(4) == 0 {
@@ -381,7 +381,8 @@ func (d *differential) compare(b int, om, of []store.Op) {
 				b, i, m.Kind, m.Key, m.N, m.Now, m.Result.Decision, m.Result.At, m.Result.Stamp, m.Result.Err, f.Result.Decision, f.Result.At, f.Result.Stamp, f.Result.Err)
 		}
 		if m.Result.Decision.Allowed && m.N > 0 && (m.Kind == store.OpDecide || m.Kind == store.OpSchedule) {
-			d.stamps[slot{tableIndex(d.tm, m.Table), m.Key}] = m.Result.Stamp
+			k := slot{tableIndex(d.tm, m.Table), m.Key}
+			d.stamps[k] = [2]algo.Stamp{m.Result.Stamp, d.stamps[k][0]}
 		}
 	}
 }
