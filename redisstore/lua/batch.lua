@@ -35,6 +35,7 @@
 local TOKEN, LEAKY, LOG, SLIDING, FIXED = 1, 2, 3, 4, 5
 local MAXH, MAXL = 4611686018, 427387904 -- algo.MaxTime = 2^62 ns
 local MS = 1000000
+local TWO53 = 9007199254740992
 
 local function clone(s)
   local c = {}
@@ -161,7 +162,7 @@ end
 
 -- plus returns (h, l) + d for a duration d, a double or a big.
 local function plus(h, l, d)
-  if type(d) == 'table' then return bigp(add(pbig(h, l), d)) end
+  if type(d) == 'table' or d >= TWO53 - G then return bigp(add(pbig(h, l), dbig(d))) end
   return pnorm(h, l + d)
 end
 
@@ -253,7 +254,8 @@ local function finish(r)
 end
 
 -- parsePolicy reads a policy, "ALG LIMIT PERIOD BURST", and works out
--- what its fast paths need.
+-- what its fast paths need: a bucket's narrow one when tau fits in 2^50
+-- units, else its wide one when LIMIT and burst are at most 2^32.
 local function parsePolicy(w)
   local a, l, per, b = string.match(w, '^(%d) (%d+) (%d+) (%d+)$')
   if a == nil then error('floodgate: bad policy ' .. w) end
@@ -275,6 +277,10 @@ local function parsePolicy(w)
       p.dmax = floor(4 * FAST / p.limit)
       p.quick = p.quick or p.alg == TOKEN or p.alg == LEAKY
     end
+  end
+  if not p.fast and (p.alg == TOKEN or p.alg == LEAKY) and p.limit <= SMALLD and p.burst <= SMALLD then
+    widePolicy(p)
+    p.quick = true
   end
   return p
 end
@@ -423,12 +429,17 @@ local function quick(p, v, nh, nl, n, k, values, expiries, mode, minTTL)
   else
     local ok, rem, retry, reset, h, l, f = bucketFast(p, th, tl, x, nh, nl, n)
     if ok == nil then return nil end
+    -- A wide policy's durations past 2^53 are bigs: out sets them aside
+    -- in the reply's order.
+    if type(retry) ~= 'number' then retry = out(retry) end
+    if type(reset) ~= 'number' then reset = out(reset) end
     if not ok then return spack(OPREPLY, 0, rem, retry, reset, 0, 0, 0) end
     th, tl, x = h, l, f
     -- TAT, or 1 ns after it with a fraction: after now.
     rh, rl = th, tl
     if x > 0 then rh, rl = pnorm(th, tl + 1) end
-    reply = spack(OPREPLY, 1, rem, 0, reset, 0, pdiff(th, tl, nh, nl), x)
+    local tat = pdiff(th, tl, nh, nl) or out(pdur(pnorm(th - nh, tl - nl)))
+    reply = spack(OPREPLY, 1, rem, 0, reset, 0, tat, x)
   end
   local ms
   if keep then
@@ -436,9 +447,9 @@ local function quick(p, v, nh, nl, n, k, values, expiries, mode, minTTL)
   elseif mode == 's' then
     ms = rh * 1000 + ceil(rl / MS)
   else
-    local d = pdiff(rh, rl, nh, nl)
-    if d == nil then return nil end
-    ms = ceil(d / MS)
+    -- ceil((resetAt - now)/1ms), resetAt being after now.
+    local dh, dl = pnorm(rh - nh, rl - nl)
+    ms = dh * 1000 + ceil(dl / MS)
     if ms < minTTL then ms = minTTL end
   end
   values[k], expiries[k] = spack(STATE, p.alg, th, tl, x, y), ms
@@ -484,7 +495,7 @@ local function one(KEYS, ARGV)
   local part = quick(p, v, nh, nl, n, 1, ONEVAL, ONEEXP, mode, minTTL)
   if part then
     if ONEVAL[1] then write(key, ONEVAL[1], mode, ONEEXP[1]) end
-    return spack('<dd', sh, sl) .. part
+    return finish(spack('<dd', sh, sl) .. part)
   end
   local s = load(key, p, v)
   s.p = p
@@ -632,7 +643,7 @@ local function run(KEYS, ARGV)
                   ok, rem, retry, reset, err = decide(p, s, ah, al, n)
                   if not ok then error('floodgate: scheduled event not admitted') end
                   retry, rem = wait, 0
-                  if type(reset) == 'table' or type(wait) == 'table' then
+                  if type(reset) == 'table' or type(wait) == 'table' or reset + wait >= TWO53 then
                     reset = add(dbig(reset), dbig(wait))
                   else
                     reset = reset + wait

@@ -50,6 +50,14 @@ local function pparse(s)
   return tonumber(string.sub(s, 1, n - 9)), tonumber(string.sub(s, n - 8))
 end
 
+-- pdur returns the duration h*10^9 + l ns, for 0 <= l < 2*10^9: a double
+-- when exact (below 2^53), else a big.
+local function pdur(h, l)
+  if l >= G then h, l = h + 1, l - G end
+  if h < 9007198 then return h * G + l end
+  return pbig(h, l)
+end
+
 local function pstr(h, l)
   if h == 0 then return string.format('%d', l) end
   return string.format('%d%09d', h, l)
