@@ -20,7 +20,8 @@ import (
 // otherwise (Lua's doubles, say) would lose exactness: periods up to 366
 // days (beyond 2^53 ns), limits and bursts up to 10^15 (beyond 2^32, and
 // products beyond 2^100), bursts that take years to drain, periods of a few
-// nanoseconds.
+// nanoseconds; buckets of LIMIT 2^32-1 and burst 2^32 over 366 days, and
+// either side of 2^50 units of tau (13/24h, 14/24h).
 var DifferentialPolicies = []string{
 	"token-bucket 3/1s burst=5",
 	"token-bucket 1000000000/1s",
@@ -51,6 +52,11 @@ var DifferentialPolicies = []string{
 	"sliding-window 4294967295/3ns",
 	"fixed-window 1000000000000000/8784h",
 	"fixed-window 4294967296/1s",
+	"token-bucket 4294967295/8784h",
+	"leaky-bucket 4294967295/8784h capacity=4294967296",
+	"token-bucket 13/24h",
+	"token-bucket 14/24h",
+	"leaky-bucket 1000/720h",
 }
 
 // Traces returns n random traces of size bytes each for Differential,

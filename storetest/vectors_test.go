@@ -40,13 +40,30 @@ var vectorPolicies = []string{
 	"fixed-window 1000000000000000/1s",
 }
 
+// edgeVectorPolicies are buckets at the bounds of the Redis script's wide
+// fast path: LIMIT 2^32-1, burst 2^32, costs up to the burst, periods up
+// to 366 days, and 13/24h and 14/24h, either side of its old threshold
+// (tau of 2^50 units).
+var edgeVectorPolicies = []string{
+	"token-bucket 4294967295/8784h",
+	"leaky-bucket 4294967295/8784h capacity=4294967296",
+	"token-bucket 13/24h",
+	"token-bucket 14/24h",
+	"token-bucket 1000/720h",
+}
+
 // genVectors decides a random trace for each policy with package algo,
-// starting at a small time and at a realistic one (2026).
+// starting at a small time and at a realistic one (2026); the edge
+// policies' at 2026 and near algo.MaxTime, their times capped there.
 func genVectors() []Vector {
 	var out []Vector
-	for i, s := range vectorPolicies {
+	for i, s := range append(vectorPolicies[:len(vectorPolicies):len(vectorPolicies)], edgeVectorPolicies...) {
 		p := algo.MustParsePolicy(s)
-		for j, start := range []int64{0, t0} {
+		starts, last := []int64{0, t0}, int64(algo.MaxTime)
+		if i >= len(vectorPolicies) {
+			starts = []int64{t0, algo.MaxTime - 8*int64(p.Period())}
+		}
+		for j, start := range starts {
 			rng := rand.New(rand.NewPCG(uint64(i), uint64(j)))
 			states := map[string]*algo.State{}
 			v := Vector{Policy: p}
@@ -62,6 +79,7 @@ func genVectors() []Vector {
 				default: // a window boundary, +-1
 					t = (t/P+1)*P + rng.Int64N(3) - 1
 				}
+				t = min(t, last)
 				key := []string{"a", "b", "user:42"}[rng.IntN(3)]
 				var n int64
 				switch x := rng.IntN(10); {
@@ -71,7 +89,7 @@ func genVectors() []Vector {
 					n = p.Burst() + 1
 				default:
 					n = 1 + rng.Int64N(min(p.Burst(), 3))
-					if p.Burst() > math.MaxUint32 { // costs of every size
+					if p.Burst() >= math.MaxUint32 { // costs of every size
 						n = 1 + rng.Int64N(p.Burst())
 					}
 				}
