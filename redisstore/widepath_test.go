@@ -13,7 +13,8 @@ import (
 )
 
 // The buckets of LIMIT and burst up to 2^32 decide on a fast path, never
-// on big integers, whatever their period (up to 366 days) and state, and
+// on big integers, whatever their period (up to 366 days) and state (a
+// clock a century behind it), and
 // exactly as memory does. The test loads, under the library's own name, a
 // library whose big-integer bucket fails: a decision that reaches it
 // fails the test. A policy past 2^32 must still reach it, which shows the
@@ -41,13 +42,16 @@ func TestWideFastPath(t *testing.T) {
 		"token-bucket 13/24h", "token-bucket 14/24h", "token-bucket 1000/24h", "token-bucket 10000/1h",
 		"leaky-bucket 1000/720h", "token-bucket 1000000000/1s", "leaky-bucket 3/1s capacity=1000000000",
 		"token-bucket 4294967295/8784h", "token-bucket 4294967295/8784h burst=4294967296",
-		"token-bucket 7/8784h burst=1",
+		"token-bucket 7/8784h burst=1", "token-bucket 100/1h", "leaky-bucket 10/1s capacity=20",
 	} {
 		t.Run(p, func(t *testing.T) {
 			pol := algo.MustParsePolicy(p)
 			stores := [2]store.Store{s, memstore.New(0)}
-			for i, start := range []int64{1_764_000_000 * int64(time.Second), algo.MaxTime - 3*int64(pol.Period())} {
-				name := []string{"wide", "wide-late"}[i]
+			now := 1_764_000_000 * int64(time.Second)
+			// Then near MaxTime, and back at the start on those keys: a
+			// clock a century behind their states.
+			for i, start := range []int64{now, algo.MaxTime - 3*int64(pol.Period()), now} {
+				name := []string{"wide", "late", "late"}[i]
 				tr, _ := s.Table(name, pol)
 				tm, _ := stores[1].Table(name, pol)
 				wideTrace(t, ctx, pol, start, stores, [2]store.Table{tr, tm})

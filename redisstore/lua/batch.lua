@@ -255,7 +255,7 @@ end
 
 -- parsePolicy reads a policy, "ALG LIMIT PERIOD BURST", and works out
 -- what its fast paths need: a bucket's narrow one when tau fits in 2^50
--- units, else its wide one when LIMIT and burst are at most 2^32.
+-- units, and its wide one when LIMIT and burst are at most 2^32.
 local function parsePolicy(w)
   local a, l, per, b = string.match(w, '^(%d) (%d+) (%d+) (%d+)$')
   if a == nil then error('floodgate: bad policy ' .. w) end
@@ -278,7 +278,7 @@ local function parsePolicy(w)
       p.quick = p.quick or p.alg == TOKEN or p.alg == LEAKY
     end
   end
-  if not p.fast and (p.alg == TOKEN or p.alg == LEAKY) and p.limit <= SMALLD and p.burst <= SMALLD then
+  if (p.alg == TOKEN or p.alg == LEAKY) and p.limit <= SMALLD and p.burst <= SMALLD then
     widePolicy(p)
     p.quick = true
   end

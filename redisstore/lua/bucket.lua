@@ -62,7 +62,8 @@ local function bucketNarrow(p, th, tl, x, nh, nl, n)
 end
 
 -- A wide policy (p.wide) is a bucket's whose LIMIT and burst are at most
--- 2^32 but whose tau is past 2^50 units: a day's quota, a month's. Its
+-- 2^32: a day's quota, a month's, whose tau is past 2^50 units, and a
+-- short policy's state far from now (a clock that stepped back). Its
 -- fast path works in triples (s, ns, f), s*10^9 + ns whole ns plus f
 -- units, with 0 <= ns < 10^9 and 0 <= f < LIMIT: every sum, product and
 -- quotient below stays under 2^53, whatever the policy's period. The
@@ -164,10 +165,14 @@ local function bucketWide(p, th, tl, x, nh, nl, n)
   return n == 0, rem, retry, wideUnits(ws, wn, wf)
 end
 
--- bucketFast is bucket's fast path, narrow or wide, for a policy that has
--- one (p.fast or p.wide): nil, or what bucketNarrow returns.
+-- bucketFast is bucket's fast path for a policy that has one (p.fast or
+-- p.wide): the narrow one, else (a state too far from now for it) the
+-- wide one; nil when neither applies, or what bucketNarrow returns.
 local function bucketFast(p, th, tl, x, nh, nl, n)
-  if p.fast then return bucketNarrow(p, th, tl, x, nh, nl, n) end
+  if p.fast then
+    local ok, rem, retry, reset, h, l, f = bucketNarrow(p, th, tl, x, nh, nl, n)
+    if ok ~= nil or not p.wide then return ok, rem, retry, reset, h, l, f end
+  end
   return bucketWide(p, th, tl, x, nh, nl, n)
 end
 
