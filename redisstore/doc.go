@@ -16,12 +16,31 @@
 // units, waits and stamps. Lua's numbers are doubles, exact only below
 // 2^53, while algo computes in 128-bit integers (a count up to 10^15 times
 // a time in nanoseconds up to 2^63). The script holds counts as doubles
-// (at most 2*10^15, exact), times as pairs of doubles (seconds and
-// nanoseconds), works in exact doubles relative to now when a policy's
-// products fit in 2^50 (every usual policy), and otherwise (byte rates of
-// gigabytes, say), or when a clock has stepped back by weeks, in big
-// integers of six limbs: no decision loses exactness anywhere within
-// algo's bounds.
+// (at most 2*10^15, exact) and times as pairs of doubles (seconds and
+// nanoseconds). No decision loses exactness anywhere within algo's
+// bounds; what it costs Redis depends on the path it takes.
+//
+// # Fast and slow paths
+//
+// A bucket's time is counted in units of 1/LIMIT ns, and tau = burst *
+// PERIOD units (see algo).
+//
+//   - token-bucket and leaky-bucket with LIMIT and burst (capacity) at
+//     most 2^32, whatever the period (up to 366 days): always a fast path.
+//     Doubles relative to now when tau is at most 2^50 units (100/1h,
+//     13/24h) and the state is within weeks of now; otherwise triples of
+//     doubles (seconds, nanoseconds, units), at about the same cost: every
+//     per-day, per-week, per-month or per-year quota (1000/24h, 10000/1h,
+//     14/24h, 1000/720h), and a clock that stepped back.
+//   - token-bucket and leaky-bucket past 2^32 (byte rates of gigabytes):
+//     doubles when tau is at most 2^50 units and the state near, else big
+//     integers of six limbs, several times slower.
+//   - fixed-window and sliding-log: doubles when PERIOD is at most 2^50 ns
+//     (about 13 days), else big integers.
+//   - sliding-window: doubles when LIMIT * PERIOD is at most 2^50 (100/1h,
+//     but not 1000/24h), else big integers.
+//   - Any algorithm whose stored window or log is weeks ahead of now (a
+//     clock that stepped back), and a refund: big integers.
 //
 // # Functions and scripts
 //
