@@ -279,8 +279,7 @@ local function parsePolicy(w)
     end
   end
   if (p.alg == TOKEN or p.alg == LEAKY) and p.limit <= SMALLD and p.burst <= SMALLD then
-    widePolicy(p)
-    p.quick = true
+    p.wide, p.quick = true, true
   end
   return p
 end

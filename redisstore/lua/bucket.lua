@@ -77,9 +77,10 @@ local function triple(a, limit)
   return s, ns, f
 end
 
--- widePolicy sets p's constants for the wide fast path.
+-- widePolicy sets p's constants for the wide fast path, when first
+-- needed: a narrow policy seldom needs them, and a script (EVAL) parses
+-- its policies on every call.
 local function widePolicy(p)
-  p.wide = true
   p.ts, p.tn, p.tf = triple(p.period, p.limit)
   p.t16s, p.t16n, p.t16f = triple(mulsmall(p.period, 65536), p.limit)
   p.taus, p.taun, p.tauf = triple(p.bp, p.limit)
@@ -173,6 +174,7 @@ local function bucketFast(p, th, tl, x, nh, nl, n)
     local ok, rem, retry, reset, h, l, f = bucketNarrow(p, th, tl, x, nh, nl, n)
     if ok ~= nil or not p.wide then return ok, rem, retry, reset, h, l, f end
   end
+  if p.ts == nil then widePolicy(p) end
   return bucketWide(p, th, tl, x, nh, nl, n)
 end
 
