@@ -12,21 +12,24 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// The buckets of LIMIT and burst up to 2^32 decide on a fast path, never
-// on big integers, whatever their period (up to 366 days) and state (a
-// clock a century behind it), and
-// exactly as memory does. The test loads, under the library's own name, a
-// library whose big-integer bucket fails: a decision that reaches it
-// fails the test. A policy past 2^32 must still reach it, which shows the
-// probe works.
+// The buckets of LIMIT and burst up to 2^32, and the fixed windows of
+// whole seconds, decide on a fast path, never on big integers, whatever
+// their period (up to 366 days) and state (a clock a century behind it),
+// and exactly as memory does. The test loads, under the library's own
+// name, a library whose big-integer bucket and fixed window fail: a
+// decision that reaches them fails the test. A bucket past 2^32 and a
+// window of 30 days and half a second must still reach them,
+// which shows the probe works.
 func TestWideFastPath(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.NewServer(t).Client(t)
-	const exact = "local function bucketExact(p, s, nh, nl, n)\n"
-	if !strings.Contains(library, exact) {
-		t.Fatal("lua/bucket.lua has no bucketExact to probe")
+	probe := library
+	for _, exact := range []string{"local function bucketExact(p, s, nh, nl, n)\n", "local function fixedExact(p, s, now, n)\n"} {
+		if !strings.Contains(probe, exact) {
+			t.Fatalf("lua/ has no %q to probe", exact)
+		}
+		probe = strings.Replace(probe, exact, exact+"  error('floodgate: the exact path')\n", 1)
 	}
-	probe := strings.Replace(library, exact, exact+"  error('floodgate: the exact path')\n", 1)
 	if err := c.FunctionLoad(ctx, probe).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -34,15 +37,18 @@ func TestWideFastPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	big, _ := s.Table("big", algo.MustParsePolicy("token-bucket 1000000000000000/1s"))
-	if _, err := big.Decide(ctx, "k", 1e9, 1); err == nil || !strings.Contains(err.Error(), "the exact path") {
-		t.Fatalf("a policy past 2^32 decided without big integers (%v): the probe is not loaded", err)
+	for _, p := range []string{"token-bucket 1000000000000000/1s", "fixed-window 10/720h0m0.5s"} {
+		big, _ := s.Table("big", algo.MustParsePolicy(p))
+		if _, err := big.Decide(ctx, "k", 1e9, 1); err == nil || !strings.Contains(err.Error(), "the exact path") {
+			t.Fatalf("%s decided without big integers (%v): the probe is not loaded", p, err)
+		}
 	}
 	for _, p := range []string{
 		"token-bucket 13/24h", "token-bucket 14/24h", "token-bucket 1000/24h", "token-bucket 10000/1h",
 		"leaky-bucket 1000/720h", "token-bucket 1000000000/1s", "leaky-bucket 3/1s capacity=1000000000",
 		"token-bucket 4294967295/8784h", "token-bucket 4294967295/8784h burst=4294967296",
 		"token-bucket 7/8784h burst=1", "token-bucket 100/1h", "leaky-bucket 10/1s capacity=20",
+		"fixed-window 1000/720h", "fixed-window 4294967295/8784h", "fixed-window 10/1h",
 	} {
 		t.Run(p, func(t *testing.T) {
 			pol := algo.MustParsePolicy(p)

@@ -189,7 +189,10 @@ local function resetAt(p, s)
     if s.y > 0 then return plus(s.th, s.tl, span) end
     return nil
   end
-  if s.x > 0 then return plus(s.th, s.tl, span) end
+  if s.x > 0 then
+    if p.pg and not p.pn then return s.th + p.pg, s.tl end -- a long window
+    return plus(s.th, s.tl, span)
+  end
   return nil
 end
 
@@ -277,6 +280,10 @@ local function parsePolicy(w)
       p.dmax = floor(4 * FAST / p.limit)
       p.quick = p.quick or p.alg == TOKEN or p.alg == LEAKY
     end
+  elseif p.alg == FIXED then
+    -- PERIOD long: a fixed window's long path, for whole seconds.
+    local q, r = divsmall(p.period, G)
+    if r == 0 then p.pg, p.quick = tonum(q), true end
   end
   if (p.alg == TOKEN or p.alg == LEAKY) and p.limit <= SMALLD and p.burst <= SMALLD then
     p.wide, p.quick = true, true
@@ -416,20 +423,23 @@ local function quick(p, v, nh, nl, n, k, values, expiries, mode, minTTL)
   if p.alg == FIXED then
     local ok, rem, retry, reset, sh, sl, count = fixedFast(p, th, tl, x, nh, nl, n)
     if ok == nil then return nil end
+    -- A long window's durations past 2^53 are bigs (see bucketFast's).
+    if type(retry) ~= 'number' then retry = out(retry) end
+    if type(reset) ~= 'number' then reset = out(reset) end
     if not ok then return spack(OPREPLY, 0, rem, retry, reset, 0, 0, 0) end
     -- The count went up in the window whose expiry Redis holds.
     keep = mode == 's' and x > 0 and sh == th and sl == tl and (expiries[k] == nil or expiries[k] == KEEP)
     th, tl, x = sh, sl, count + n
-    rh, rl = pnorm(th, tl + p.pn)
+    if p.pn then rh, rl = pnorm(th, tl + p.pn) else rh, rl = th + p.pg, tl end
     -- AT - now: the window's start, when the clock stepped back behind it.
     local at = 0
-    if pcmp(th, tl, nh, nl) > 0 then at = pdiff(th, tl, nh, nl) end
+    if pcmp(th, tl, nh, nl) > 0 then at = pdiff(th, tl, nh, nl) or out(pdur(pnorm(th - nh, tl - nl))) end
     reply = spack(OPREPLY, 1, rem, 0, reset, at, 0, 0)
   else
     local ok, rem, retry, reset, h, l, f = bucketFast(p, th, tl, x, nh, nl, n)
     if ok == nil then return nil end
     -- A wide policy's durations past 2^53 are bigs: out sets them aside
-    -- in the reply's order.
+    -- in the reply's order, which is the order of the calls to out.
     if type(retry) ~= 'number' then retry = out(retry) end
     if type(reset) ~= 'number' then reset = out(reset) end
     if not ok then return spack(OPREPLY, 0, rem, retry, reset, 0, 0, 0) end

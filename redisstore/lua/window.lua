@@ -51,12 +51,29 @@ local function fixedExact(p, s, now, n)
   return ok, rem, retry, reset
 end
 
--- fixedFast is fixedWindow's fast path on a state's numbers, for a
--- policy whose PERIOD is at most 2^50 (p.pn): it returns nil when the
--- stored window is too far ahead of now for it, and else ALLOWED,
+-- fixedLong is fixedFast on pairs, for a PERIOD of whole seconds (p.pg):
+-- any state, any time, for a PERIOD past 2^50 ns or a window far ahead
+-- of now. RETRY and RESET are doubles, or bigs past 2^53.
+local function fixedLong(p, th, tl, x, nh, nl, n)
+  local sh, sl = nh - nh % p.pg, 0 -- now's window
+  local count = 0
+  local c = pcmp(sh, sl, th, tl)
+  if c == 0 then
+    count = x
+  elseif c < 0 then -- the clock stepped back: stay in the stored window
+    sh, sl, count = th, tl, x
+  end
+  local ok, rem, retry, reset = fixedOutcome(p, count, n, pdur(pnorm(sh + p.pg - nh, sl - nl)))
+  return ok, rem, retry, reset, sh, sl, count
+end
+
+-- fixedFast is fixedWindow's fast path on a state's numbers, in doubles
+-- for a PERIOD of at most 2^50 (p.pn), else on pairs (fixedLong): nil
+-- when neither can take the stored window, and else ALLOWED,
 -- REMAINING, RETRY and RESET, then the start of the window it decided in
 -- and that window's count before n.
 local function fixedFast(p, th, tl, x, nh, nl, n)
+  if not p.pn then return fixedLong(p, th, tl, x, nh, nl, n) end
   local r = phase(p, nh, nl)
   local sh, sl = pnorm(nh, nl - r)
   local count, toStart = 0, -r -- the window's start minus now
@@ -65,7 +82,10 @@ local function fixedFast(p, th, tl, x, nh, nl, n)
     count = x
   elseif c < 0 then -- the clock stepped back: stay in the stored window
     toStart = pdiff(th, tl, nh, nl)
-    if toStart == nil then return nil end
+    if toStart == nil then
+      if p.pg then return fixedLong(p, th, tl, x, nh, nl, n) end
+      return nil
+    end
     sh, sl, count = th, tl, x
   end
   local ok, rem, retry, reset = fixedOutcome(p, count, n, toStart + p.pn)
@@ -73,7 +93,7 @@ local function fixedFast(p, th, tl, x, nh, nl, n)
 end
 
 local function fixedWindow(p, s, nh, nl, n)
-  if not p.pn then return windowExact(fixedExact, p, s, nh, nl, n) end
+  if not (p.pn or p.pg) then return windowExact(fixedExact, p, s, nh, nl, n) end
   local ok, rem, retry, reset, sh, sl, count = fixedFast(p, s.th, s.tl, s.x, nh, nl, n)
   if ok == nil then return windowExact(fixedExact, p, s, nh, nl, n) end
   if ok and n > 0 then s.th, s.tl, s.x = sh, sl, count + n end
