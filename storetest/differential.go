@@ -57,6 +57,7 @@ var DifferentialPolicies = []string{
 	"token-bucket 13/24h",
 	"token-bucket 14/24h",
 	"leaky-bucket 1000/720h",
+	"fixed-window 1000/720h",
 }
 
 // Traces returns n random traces of size bytes each for Differential,

@@ -40,16 +40,17 @@ var vectorPolicies = []string{
 	"fixed-window 1000000000000000/1s",
 }
 
-// edgeVectorPolicies are buckets at the bounds of the Redis script's wide
-// fast path: LIMIT 2^32-1, burst 2^32, costs up to the burst, periods up
-// to 366 days, and 13/24h and 14/24h, either side of its old threshold
-// (tau of 2^50 units).
+// edgeVectorPolicies are at the bounds of the Redis script's wide bucket
+// path: LIMIT 2^32-1, burst 2^32, costs up to the burst, periods up to 366
+// days, and 13/24h and 14/24h, either side of its old threshold (tau of
+// 2^50 units); and a month's fixed window, on its long path.
 var edgeVectorPolicies = []string{
 	"token-bucket 4294967295/8784h",
 	"leaky-bucket 4294967295/8784h capacity=4294967296",
 	"token-bucket 13/24h",
 	"token-bucket 14/24h",
 	"token-bucket 1000/720h",
+	"fixed-window 1000/720h",
 }
 
 // genVectors decides a random trace for each policy with package algo,
