@@ -35,12 +35,17 @@
 //   - token-bucket and leaky-bucket past 2^32 (byte rates of gigabytes):
 //     doubles when tau is at most 2^50 units and the state near, else big
 //     integers of six limbs, several times slower.
-//   - fixed-window and sliding-log: doubles when PERIOD is at most 2^50 ns
-//     (about 13 days), else big integers.
+//   - fixed-window: doubles when PERIOD is at most 2^50 ns (about 13
+//     days), else, or for a window weeks ahead of now, pairs of doubles
+//     when PERIOD is a whole number of seconds (a month's quota, a
+//     year's); big integers for a longer PERIOD with a fraction of a
+//     second.
+//   - sliding-log: doubles when PERIOD is at most 2^50 ns, else big
+//     integers.
 //   - sliding-window: doubles when LIMIT * PERIOD is at most 2^50 (100/1h,
 //     but not 1000/24h), else big integers.
-//   - Any algorithm whose stored window or log is weeks ahead of now (a
-//     clock that stepped back), and a refund: big integers.
+//   - A sliding window or log weeks ahead of now (a clock that stepped
+//     back), and a refund: big integers.
 //
 // # Functions and scripts
 //
