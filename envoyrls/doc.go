@@ -206,9 +206,9 @@
 // or a file or Redis store shared by several processes, which then decide
 // together. Each domain's limits of floodgate's algorithms are in the
 // table named "envoyrls/" followed by the domain, and its fixed windows'
-// counters in a table per window length, that name followed by "/" and
-// the length (such as "envoyrls/edge/1m0s"), each keyed by the descriptor's entries written as
-// key=value pairs joined by '&' (escaped as in a URL query), or by their
+// counters under that name too, a table per window length on the memory
+// and file stores (store.TableCounters), Redis counters of their own on
+// Redis; each keyed by the descriptor's entries written as key=value pairs joined by '&' (escaped as in a URL query), or by their
 // SHA-256 when that is longer than 512 bytes, so that a request with
 // huge values cannot make the store hold huge keys. The other
 // algorithms' rules are counted under their own policy. SetConfig swaps

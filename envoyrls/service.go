@@ -164,15 +164,7 @@ func (s *Service) ruleLimiter(r *rule, counters map[counterKey]limiter) limiter 
 // period (store.CountersOf): they count every hit, and shadow mode acts
 // on the answer.
 func (s *Service) newCounter(domainName string, period time.Duration) (store.Counters, error) {
-	return store.CountersOf(s.store, counterName(domainName, period), period)
-}
-
-// counterName is the table name of the domain's counters of the fixed
-// windows of length period: a name per window, since a table of one name
-// under another policy is a policy change, whose keys the store converts
-// (store's doc), and counters of two windows are apart, as upstream's.
-func counterName(domain string, period time.Duration) string {
-	return tableName(domain) + "/" + period.String()
+	return store.CountersOf(s.store, tableName(domainName), period)
 }
 
 // newLimiter returns the limiter of a limit of the domain with policy p,

@@ -182,8 +182,8 @@ func TestCarryOnMasterDifferential(t *testing.T) {
 	ms := memstore.New(0)
 	for _, p := range []string{"token-bucket 10/1s burst=5", "fixed-window 6/1s", "sliding-window 8/1s", "sliding-log 4/1s"} {
 		pol := algo.MustParsePolicy(p)
-		tb, _ := s.Table("m", pol)
-		mt, _ := ms.Table("m", pol)
+		tb, _ := s.Table("m "+p, pol) // a name per policy: one name under two is a policy change
+		mt, _ := ms.Table("m "+p, pol)
 		g := &batchGen{rng: rand.New(rand.NewPCG(3, 5)), tb: tb, mt: mt}
 		keys := masterKeys(t, cc, tb.(*table), 12)
 		masters := slices.Collect(maps.Keys(keys))

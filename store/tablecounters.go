@@ -20,13 +20,21 @@ func TableCounters(s Store, name string, period time.Duration) (Counters, error)
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.Table(name, p)
+	t, err := s.Table(counterTable(name, period), p)
 	if err != nil {
 		return nil, err
 	}
 	_, local := s.(Local)
 	parts, _ := s.(Partitioned)
 	return &tableCounters{s: s, t: t, local: local, parts: parts}, nil
+}
+
+// counterTable is the table name of TableCounters of name and period: a
+// name per window length, since one name under two policies is a policy
+// change, whose keys a store converts (see the package doc), and the
+// counters of two window lengths are apart.
+func counterTable(name string, period time.Duration) string {
+	return name + "@" + period.String()
 }
 
 // CounterPolicy is the policy of the table of TableCounters: a fixed

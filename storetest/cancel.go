@@ -46,8 +46,8 @@ type reservation struct {
 func testCancel(t *testing.T, s store.Store) {
 	for i, pol := range cancelPolicies {
 		p := algo.MustParsePolicy(pol)
-		tb := table(t, s, "cancel", pol)
-		now := t0 // one clock per table, moving forward from trace to trace
+		tb := table(t, s, "cancel "+pol, pol) // a name per policy: one name under two is PolicyChange's
+		now := t0                             // one clock per table, moving forward from trace to trace
 		if i == 0 {
 			c := &cancelTrace{t: t, s: s, tb: tb, p: p, key: "issue-28", now: now}
 			c.issue28()
