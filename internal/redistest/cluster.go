@@ -17,9 +17,10 @@ import (
 // it.
 const clusterTimeout = 30 * time.Second
 
-// Cluster is a Redis Cluster of three masters without replicas, each a
-// redis-server on loopback TCP ports, that together serve all 16384 hash
-// slots. Its methods are safe for concurrent use.
+// Cluster is a Redis Cluster of masters without replicas, three unless
+// NewClusterN says otherwise, each a redis-server on loopback TCP ports,
+// that together serve all 16384 hash slots. Its methods are safe for
+// concurrent use.
 type Cluster struct {
 	nodes  []*Server
 	shared bool
@@ -35,7 +36,7 @@ func SharedCluster(t testing.TB) *Cluster {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.cluster == nil {
-		c, err := newCluster()
+		c, err := newCluster(3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,8 +55,17 @@ func SharedCluster(t testing.TB) *Cluster {
 // not form.
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return NewClusterN(t, 3)
+}
+
+// NewClusterN is NewCluster of n masters, n at least 3 (redis-cli's least),
+// with the 16384 slots shared out evenly. Each master is a redis-server of
+// its own: a benchmark measures masters at scale with it, a test keeps to
+// NewCluster.
+func NewClusterN(t testing.TB, n int) *Cluster {
+	t.Helper()
 	Require(t)
-	c, err := newCluster()
+	c, err := newCluster(n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +73,17 @@ func NewCluster(t testing.TB) *Cluster {
 	return c
 }
 
-// newCluster starts three cluster-enabled servers, joins them with
-// redis-cli --cluster create, and waits until every node serves.
-func newCluster() (*Cluster, error) {
+// minMasters is the fewest masters redis-cli --cluster create accepts.
+const minMasters = 3
+
+// newCluster starts n cluster-enabled servers, joins them with redis-cli
+// --cluster create, and waits until every node serves.
+func newCluster(n int) (*Cluster, error) {
+	if n < minMasters {
+		return nil, fmt.Errorf("redistest: a cluster of %d masters: Redis Cluster needs at least %d", n, minMasters)
+	}
 	c := &Cluster{}
-	for range 3 {
+	for range n {
 		n, err := newServer(config{}, 1)
 		if err != nil {
 			c.discard()

@@ -17,6 +17,8 @@
 //   - SharedCluster(t) is the shared 3-master Redis Cluster, and NewCluster(t)
 //     a private one, with the same rules as their single-server kin, except
 //     that a test kills and restarts a private cluster node by node.
+//     NewClusterN(t, n) is a private cluster of n masters, for benchmarks
+//     of more masters than three.
 //
 // No server persists anything (--save "" --appendonly no): a restarted
 // server starts empty.

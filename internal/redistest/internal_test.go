@@ -82,3 +82,16 @@ func TestStartFailure(t *testing.T) {
 		t.Fatalf("a failed start left %d directories behind", after-before)
 	}
 }
+
+// TestClusterTooFew checks that a cluster of fewer masters than Redis
+// Cluster takes is refused, with a reason, before any server starts.
+func TestClusterTooFew(t *testing.T) {
+	c, err := newCluster(2)
+	if err == nil {
+		c.discard()
+		t.Fatal("newCluster(2) formed a cluster")
+	}
+	if !strings.Contains(err.Error(), "at least 3") {
+		t.Fatalf("newCluster(2): %v, want a reason that names the least", err)
+	}
+}

@@ -241,3 +241,26 @@ func TestNewServerPauseResume(t *testing.T) {
 		t.Fatal("PING answered after Stop")
 	}
 }
+
+// TestNewClusterN checks that a cluster of four masters forms and shares
+// the keys among all four.
+func TestNewClusterN(t *testing.T) {
+	t.Parallel()
+	cl := redistest.NewClusterN(t, 4)
+	if n := len(cl.Addrs()); n != 4 {
+		t.Fatalf("NewClusterN(t, 4) has %d nodes", n)
+	}
+	ctx := context.Background()
+	cc := cl.Client(t)
+	for i := range 40 {
+		if err := cc.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range cl.Servers() {
+		n, err := s.Client(t).DBSize(ctx).Result()
+		if err != nil || n == 0 {
+			t.Errorf("master %s holds %d of 40 keys (%v), want some", s.Addr(), n, err)
+		}
+	}
+}
