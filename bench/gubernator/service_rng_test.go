@@ -7,7 +7,14 @@ type rng uint64
 
 var seeds atomic.Uint64
 
-func newRNG() rng { return rng(seeds.Add(1) * 0x9e3779b97f4a7c15) }
+// newRNG returns a generator whose sequence starts at a point unrelated to
+// any other's: its seed, a counter, goes through the mixing function.
+// (Seeded with the counter times the step, as it once was, each caller
+// drew the sequence of the one before, one step on.)
+func newRNG() rng {
+	seed := rng(seeds.Add(1))
+	return rng(seed.next())
+}
 
 func (r *rng) next() uint64 {
 	*r += 0x9e3779b97f4a7c15
