@@ -13,7 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// BenchmarkDecide decides on one key of the package's Redis (loopback TCP),
+// The benchmarks report, beside ns/op, the Redis CPU, commands and bytes
+// and this process's CPU per call (redistest.Usage.Report): on a shared
+// machine, the CPU figures are the ones to compare.
+
+// BenchmarkDecide decides on one key of the package's Redis (unix socket),
 // every decision admitted: one caller at a time, each call a round trip
 // of its own, and 8 callers per processor at once (b.RunParallel), whose
 // calls share script calls.
@@ -64,12 +68,14 @@ func BenchmarkCluster(b *testing.B) {
 	})
 }
 
-// runCalls times call on a new store's table on a client of client,
-// serially and in parallel.
-func runCalls(b *testing.B, client func(testing.TB) redis.UniversalClient, call func(ctx context.Context, s *redisstore.Store, tb store.Table, now int64) error) {
+// runCalls times call on a new store's table on a client of target,
+// serially and in parallel, and reports what the Redis servers and this
+// process spent per call (redistest.Usage.Report).
+func runCalls(b *testing.B, target func(testing.TB) (redis.UniversalClient, []*redistest.Server), call func(ctx context.Context, s *redisstore.Store, tb store.Table, now int64) error) {
 	for _, parallel := range []bool{false, true} {
 		b.Run(map[bool]string{false: "serial", true: "parallel"}[parallel], func(b *testing.B) {
-			s := newStore(b, client(b))
+			c, servers := target(b)
+			s := newStore(b, c)
 			tb, err := s.Table("bench", algo.MustParsePolicy("token-bucket 1000000000/1s"))
 			if err != nil {
 				b.Fatal(err)
@@ -79,30 +85,41 @@ func runCalls(b *testing.B, client func(testing.TB) redis.UniversalClient, call 
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			if !parallel {
-				for b.Loop() {
+			m := redistest.NewMeter(servers...)
+			m.Start(b)
+			b.ResetTimer()
+			if parallel {
+				b.SetParallelism(8)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := call(ctx, s, tb, now); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			} else {
+				for range b.N {
 					if err := call(ctx, s, tb, now); err != nil {
 						b.Fatal(err)
 					}
 				}
-				return
 			}
-			b.SetParallelism(8)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := call(ctx, s, tb, now); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+			b.StopTimer()
+			m.Stop(b).Report(b, b.N)
 		})
 	}
 }
 
-// single returns a client of the package's shared Redis, for runCalls.
-func single(t testing.TB) redis.UniversalClient { return testClient(t) }
-
-// clusterClient returns a client of the package's shared Redis Cluster,
+// single returns a client of the package's shared Redis and the server,
 // for runCalls.
-func clusterClient(t testing.TB) redis.UniversalClient { return redistest.SharedCluster(t).Client(t) }
+func single(t testing.TB) (redis.UniversalClient, []*redistest.Server) {
+	return testClient(t), []*redistest.Server{testServer(t)}
+}
+
+// clusterClient returns a client of the package's shared Redis Cluster and
+// its masters, for runCalls.
+func clusterClient(t testing.TB) (redis.UniversalClient, []*redistest.Server) {
+	cl := redistest.SharedCluster(t)
+	return cl.Client(t), cl.Servers()
+}
