@@ -37,7 +37,7 @@ func printCommands(w io.Writer, s *Summary) {
 	if len(rows) == 1 {
 		return
 	}
-	fmt.Fprintf(w, "\nRedis commands in the timed part, medians: as Redis counts them (INFO's total_commands_processed,\n"+
+	fmt.Fprintf(w, "\nRedis commands in the timed part, medians: as Redis counts them (INFO commandstats,\n"+
 		"a script's own commands included), per second and per key per retry window (the longest a denial holds).\n\n")
 	writeTable(w, rows, 2)
 }

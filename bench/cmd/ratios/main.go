@@ -4,8 +4,11 @@
 // admitted. Below 1, floodgate is faster or holds less memory. Scenarios
 // that report a rate (BenchmarkRedis's decisions/s) are compared in that
 // rate alone, in a table of their own: there, above 1, floodgate decides
-// more per second. The flood scenarios' Redis commands (redis-cmds/s,
-// cmds/key/retry) are listed peer by peer.
+// more per second. What a decision costs Redis and the benchmark process
+// (redis-µs/op, redis-cmds/op, redis-bytes/op, cpu-ns/op) is listed peer
+// by peer beside decisions/s, with floodgate's figures divided by each
+// peer's; so are the flood scenarios' Redis commands per second and per
+// key (redis-cmds/s, cmds/key/retry).
 //
 // Usage:
 //
@@ -23,6 +26,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/floodgate/floodgate/bench"
 )
@@ -141,6 +145,7 @@ func reportsRate(s *Summary, scenario, peer string) bool {
 func Print(w io.Writer, s *Summary, base string, notes map[string]string) {
 	fmt.Fprintf(w, "admit/op: the fraction of calls admitted (median); ! marks one that contradicts the scenario's name.\n")
 	printRatios(w, s, base)
+	printCosts(w, s, base)
 	printCommands(w, s)
 	printOverheads(w, s)
 	printAboveClocks(w, s)
@@ -294,7 +299,8 @@ func admit(s *Summary, scenario, peer string) string {
 }
 
 // writeTable writes rows in columns two spaces apart, the first left
-// columns aligned left and the others right; a nil row is a blank line.
+// columns aligned left and the others right, by characters (µ is one); a
+// nil row is a blank line.
 func writeTable(w io.Writer, rows [][]string, left int) {
 	var width []int
 	for _, row := range rows {
@@ -302,7 +308,7 @@ func writeTable(w io.Writer, rows [][]string, left int) {
 			if i == len(width) {
 				width = append(width, 0)
 			}
-			width[i] = max(width[i], len(cell))
+			width[i] = max(width[i], utf8.RuneCountInString(cell))
 		}
 	}
 	for _, row := range rows {
@@ -311,7 +317,7 @@ func writeTable(w io.Writer, rows [][]string, left int) {
 			if i > 0 {
 				b.WriteString("  ")
 			}
-			pad := strings.Repeat(" ", width[i]-len(cell))
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(cell))
 			if i < left {
 				b.WriteString(cell + pad)
 			} else {
