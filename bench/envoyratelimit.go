@@ -42,13 +42,16 @@ type ServiceRedisPeer struct {
 	Done       func()
 }
 
-// ServiceRedisPeers are floodgate's service on Redis and envoyproxy/ratelimit.
+// ServiceRedisPeers are floodgate's service on Redis and envoyproxy/ratelimit,
+// without its local cache (its default) and with it (the like-for-like
+// peer of floodgate serve, whose deny cache is on by default).
 var ServiceRedisPeers = []ServiceRedisPeer{
 	{Name: "floodgate", Start: startFloodgateRedis},
-	{Name: "envoy-ratelimit", Start: startEnvoyRateLimit, Done: stopEnvoyRateLimit,
+	{Name: "envoy-ratelimit", Start: envoyRateLimitService(0), Done: stopEnvoyRateLimit,
 		Note: "github.com/envoyproxy/ratelimit " + EnvoyRateLimitVersion + ": its runner in process (stats off, " +
 			"upstream's Redis defaults: radix pool of 10, no pipeline window), fixed window, one instance per redis-server, " +
 			"Redis flushed before each run"},
+	{Name: "envoy-ratelimit-cache", Start: envoyRateLimitService(EnvoyLocalCacheBytes), Done: stopEnvoyRateLimit},
 }
 
 // envoyFixedConfig gives every value of the descriptor key "user" its own
@@ -92,13 +95,17 @@ type envoyRateLimit struct {
 	done     chan struct{} // closed when Run returns
 }
 
-func startEnvoyRateLimit(network, addr string) (ServiceClient, func(), error) {
-	c, stop, err := startEnvoyRLS(network, addr, 0)
-	if err != nil {
-		return nil, nil, err
+// envoyRateLimitService returns the Start of envoyproxy/ratelimit with a local
+// cache of cacheBytes (0: none).
+func envoyRateLimitService(cacheBytes int) func(network, addr string) (ServiceClient, func(), error) {
+	return func(network, addr string) (ServiceClient, func(), error) {
+		c, stop, err := startEnvoyRLS(network, addr, cacheBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		// The same Envoy client as floodgate's.
+		return floodgateService{c}, stop, nil
 	}
-	// The same Envoy client as floodgate's.
-	return floodgateService{c}, stop, nil
 }
 
 // startEnvoyRLS returns a client of the envoyproxy/ratelimit instance on

@@ -2,15 +2,12 @@ package bench
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/floodgate/floodgate/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkFloodRedis: the Redis peers (FloodRedisPeers) on one
@@ -20,15 +17,14 @@ import (
 // driven over its limit before the timer starts, then FloodCallers
 // goroutines share b.N calls, on the one key or each on a key picked at
 // random among N, so that every timed call is denied (admit/op about 0).
-// decisions/s is as in BenchmarkRedis; redis-cmds/s counts the commands
-// Redis processed in the timed part, per second (INFO's
-// total_commands_processed), and cmds/key/retry the same per key per
+// decisions/s and the Redis and CPU figures per decision are as in
+// BenchmarkRedis; redis-cmds/s counts the commands Redis processed in the
+// timed part, per second, and cmds/key/retry the same per key per
 // FloodRetry, the longest a denial holds. Redis is flushed before each
 // run, every peer is new and its keys are new to the process.
 func BenchmarkFloodRedis(b *testing.B) {
 	srv := redistest.NewServer(b)
-	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: RedisPoolSize, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { c.Close() })
+	c := benchClient(b, srv)
 	for _, n := range FloodKeys {
 		for _, p := range FloodRedisPeers {
 			b.Run(fmt.Sprintf("denied/keys=%d/callers=%d/%s", n, FloodCallers, p.Name), func(b *testing.B) {
@@ -38,7 +34,7 @@ func BenchmarkFloodRedis(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer l.Close()
-				runFlood(b, l, floodKeys(n), c, FloodRetry)
+				runFlood(b, l, floodKeys(n), srv, FloodRetry)
 			})
 		}
 	}
@@ -56,7 +52,6 @@ func BenchmarkFloodRedis(b *testing.B) {
 // are new to the process.
 func BenchmarkFloodService(b *testing.B) {
 	srv := redistest.NewServer(b)
-	info := srv.Client(b)
 	for _, p := range FloodServicePeers {
 		if p.Done != nil {
 			b.Cleanup(p.Done) // before the redis-server stops: cleanups run last first
@@ -73,7 +68,7 @@ func BenchmarkFloodService(b *testing.B) {
 				}
 				l := rlsLimiter{c: c, reqs: floodRequests(keys), stop: stop}
 				defer l.Close()
-				runFlood(b, l, keys, info, FloodServiceWindow)
+				runFlood(b, l, keys, srv, FloodServiceWindow)
 			})
 		}
 	}
@@ -93,13 +88,13 @@ func floodKeys(n int) []string {
 }
 
 // runFlood drives every key over its limit, then has FloodCallers callers
-// call l on keys (callConcurrently), counting the commands of the Redis
-// that info is a client of. Errors do not fail b: a peer that fails calls
-// under the flood (floodgate serve's store timeout) reports them in err/op,
-// which cmd/ratios warns of, and they are logged.
-func runFlood(b *testing.B, l Limiter, keys []string, info *redis.Client, retry time.Duration) {
+// call l on keys (callConcurrently), measuring srv (commandMeter). Errors
+// do not fail b: a peer that fails calls under the flood (floodgate
+// serve's store timeout) reports them in err/op, which cmd/ratios warns
+// of, and they are logged.
+func runFlood(b *testing.B, l Limiter, keys []string, srv *redistest.Server, retry time.Duration) {
 	driveOver(b, l, keys)
-	r := callConcurrently(b, l, FloodCallers, keys, &commandMeter{c: info, keys: len(keys), retry: retry})
+	r := callConcurrently(b, l, FloodCallers, keys, commandMeter{usageMeter: redisMeter(srv), keys: len(keys), retry: retry})
 	if r.warmErr != nil {
 		b.Logf("warming up: %v", r.warmErr)
 	}
@@ -110,13 +105,22 @@ func runFlood(b *testing.B, l Limiter, keys []string, info *redis.Client, retry 
 // still admitted after FloodLimit+1 calls, or when a key's calls fail
 // floodErrors times.
 func driveOver(b testing.TB, l Limiter, keys []string) {
+	if err := eachKey(keys, func(k string) error { return deny(l, k) }); err != nil {
+		b.Fatalf("driving the keys over their limit: %v", err)
+	}
+}
+
+// eachKey calls f on each key, from up to FloodCallers goroutines that
+// share the keys, and returns the first error; a goroutine stops at its
+// first.
+func eachKey(keys []string, f func(string) error) error {
 	var next atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for range min(FloodCallers, len(keys)) {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(keys)); i = next.Add(1) - 1 {
-				if err := deny(l, keys[i]); err != nil {
+				if err := f(keys[i]); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
@@ -124,9 +128,10 @@ func driveOver(b testing.TB, l Limiter, keys []string) {
 		})
 	}
 	wg.Wait()
-	if err := firstErr.Load(); err != nil {
-		b.Fatalf("driving the keys over their limit: %v", err)
+	if err, ok := firstErr.Load().(error); ok {
+		return err
 	}
+	return nil
 }
 
 // floodErrors is how many failed calls driveOver tolerates on one key.
@@ -152,62 +157,30 @@ func deny(l Limiter, key string) error {
 	return fmt.Errorf("%s: admitted %d times in a row, limit %d", key, answers, FloodLimit)
 }
 
-// A commandMeter counts the commands a Redis processes in a benchmark's
-// timed part and reports them per second (redis-cmds/s) and per key per
-// retry window (cmds/key/retry), through c, a client of that Redis.
+// A commandMeter is a usageMeter that also reports the commands per
+// second (redis-cmds/s) and per key per retry window (cmds/key/retry). A
+// store with the deny cache keeps a tracking connection that pings Redis
+// and reads denied keys in the background: its commands count as the
+// peer's.
 type commandMeter struct {
-	c      *redis.Client
-	keys   int
-	retry  time.Duration
-	before int64
+	usageMeter
+	keys  int
+	retry time.Duration
 }
 
-func (m *commandMeter) start(b *testing.B) { m.before = redisCommands(b, m.c) }
-
-func (m *commandMeter) stop(b *testing.B) {
-	// The first INFO is counted once it has run; the second, not yet.
-	n := redisCommands(b, m.c) - m.before - 1
-	perSec := float64(n) / b.Elapsed().Seconds()
+func (m commandMeter) stop(b *testing.B) {
+	u := m.m.Stop(b)
+	u.Report(b, b.N)
+	perSec := float64(u.Commands) / b.Elapsed().Seconds()
 	b.ReportMetric(perSec, "redis-cmds/s")
 	b.ReportMetric(perSec*m.retry.Seconds()/float64(m.keys), "cmds/key/retry")
 }
 
-// redisCommands returns the number of commands the Redis of c has
-// processed since it started (INFO stats, total_commands_processed),
-// failing b when it cannot tell.
-func redisCommands(b testing.TB, c *redis.Client) int64 {
-	s, err := c.Info(ctx, "stats").Result()
-	if err != nil {
-		b.Fatalf("INFO stats: %v", err)
-	}
-	const field = "total_commands_processed:"
-	for line := range strings.Lines(s) {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				b.Fatalf("INFO stats: %s%s: %v", field, v, err)
-			}
-			return n
-		}
-	}
-	b.Fatalf("INFO stats has no %s", field)
-	return 0
-}
-
-// TestFloodHarness checks the flood benchmarks' own parts on a real
-// redis-server: driveOver leaves every key denied, and two readings of
-// the command count with nothing between them differ by the first INFO
-// alone, as commandMeter assumes. The readings come before any limiter
-// exists: a store with the deny cache keeps a tracking connection that
-// pings Redis and reads denied keys in the background, which the
-// benchmarks count as the peer's commands.
+// TestFloodHarness checks that driveOver leaves every key denied, on a
+// real redis-server.
 func TestFloodHarness(t *testing.T) {
 	srv := redistest.NewServer(t)
 	c := srv.Client(t)
-	before := redisCommands(t, c)
-	if d := redisCommands(t, c) - before; d != 1 {
-		t.Errorf("two readings of INFO's count differ by %d, want 1 (the first INFO)", d)
-	}
 	for _, p := range FloodRedisPeers {
 		l, err := p.New(c, "harness-"+p.Name+":")
 		if err != nil {

@@ -29,15 +29,14 @@ var prefixes atomic.Int64
 // through one go-redis client. keys=1: every call on one key;
 // keys=100000: each call on a key picked at random among 100,000.
 // callers=N: exactly N goroutines share b.N calls. ns/op is wall time per
-// decision, decisions/s its inverse. Redis is flushed before each run and
-// every peer is new, so that no run sees state from another.
+// decision, decisions/s its inverse; redis-µs/op, redis-cmds/op and
+// redis-bytes/op are Redis's CPU time, commands and bytes per decision,
+// and cpu-ns/op this process's CPU time (redisMeter). Redis is flushed
+// before each run and every peer is new, so that no run sees state from
+// another.
 func BenchmarkRedis(b *testing.B) {
 	srv := redistest.NewServer(b)
-	// ContextTimeoutEnabled, as storeurl's clients have, lets floodgate's
-	// lone caller send its own call (redisstore's doc); redis_rate's
-	// calls carry no deadline, so it changes nothing for it.
-	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: RedisPoolSize, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { c.Close() })
+	c := benchClient(b, srv)
 	for _, keys := range [][]string{oneKey, benchKeys()[:RedisKeys]} {
 		for _, callers := range RedisCallers {
 			for _, p := range RedisPeers {
@@ -50,11 +49,21 @@ func BenchmarkRedis(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer l.Close()
-					runCallers(b, l, callers, keys)
+					runCallers(b, l, callers, keys, redisMeter(srv))
 				})
 			}
 		}
 	}
+}
+
+// benchClient returns the client of srv that the Redis peers share, closed
+// when b ends. ContextTimeoutEnabled, as storeurl's clients have, lets
+// floodgate's lone caller send its own call (redisstore's doc);
+// redis_rate's calls carry no deadline, so it changes nothing for it.
+func benchClient(b *testing.B, srv *redistest.Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), PoolSize: RedisPoolSize, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { c.Close() })
+	return c
 }
 
 // A meter measures what happens in a benchmark's timed part: start is
@@ -65,10 +74,28 @@ type meter interface {
 	stop(b *testing.B)
 }
 
+// A usageMeter reports what the Redis servers of its redistest.Meter and
+// this process spent in the timed part, per decision: perCall decisions
+// a call, b.N calls.
+type usageMeter struct {
+	m       *redistest.Meter
+	perCall int
+}
+
+// redisMeter returns the usageMeter of servers, one decision a call.
+func redisMeter(servers ...*redistest.Server) usageMeter {
+	return usageMeter{m: redistest.NewMeter(servers...), perCall: 1}
+}
+
+func (u usageMeter) start(b *testing.B) { u.m.Start(b) }
+
+func (u usageMeter) stop(b *testing.B) { u.m.Stop(b).Report(b, b.N*u.perCall) }
+
 // runCallers calls l.Allow b.N times from exactly callers goroutines
-// (callConcurrently) and fails b on any error, in the warm-up or timed.
-func runCallers(b *testing.B, l Limiter, callers int, keys []string) {
-	r := callConcurrently(b, l, callers, keys)
+// (callConcurrently), measured by meters, and fails b on any error, in
+// the warm-up or timed.
+func runCallers(b *testing.B, l Limiter, callers int, keys []string, meters ...meter) {
+	r := callConcurrently(b, l, callers, keys, meters...)
 	if r.warmErr != nil {
 		b.Fatalf("warming up: %v", r.warmErr)
 	}

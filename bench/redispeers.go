@@ -27,7 +27,7 @@ type RedisPeer struct {
 	// New returns the peer deciding through c. prefix differs on each call:
 	// a peer that can start its Redis keys with it does, so that no run
 	// sees the keys of another.
-	New func(c *redis.Client, prefix string) (Limiter, error)
+	New func(c redis.UniversalClient, prefix string) (Limiter, error)
 }
 
 // RedisPeers lists floodgate first, then its peers.
@@ -40,9 +40,9 @@ var RedisPeers = []RedisPeer{
 // floodgateOnRedis returns the constructor of floodgate with package
 // redisstore deciding policy: Redis's clock and the store's defaults (calls
 // that arrive together share one script call) but for opts.
-func floodgateOnRedis(policy string, opts ...redisstore.Option) func(*redis.Client, string) (Limiter, error) {
+func floodgateOnRedis(policy string, opts ...redisstore.Option) func(redis.UniversalClient, string) (Limiter, error) {
 	p := algo.MustParsePolicy(policy)
-	return func(c *redis.Client, prefix string) (Limiter, error) {
+	return func(c redis.UniversalClient, prefix string) (Limiter, error) {
 		s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(prefix)}, opts...)...)
 		if err != nil {
 			return nil, err
@@ -64,8 +64,8 @@ type redisRateLimiter struct {
 }
 
 // redisRate returns the constructor of redis_rate deciding limit.
-func redisRate(limit redis_rate.Limit) func(*redis.Client, string) (Limiter, error) {
-	return func(c *redis.Client, _ string) (Limiter, error) {
+func redisRate(limit redis_rate.Limit) func(redis.UniversalClient, string) (Limiter, error) {
+	return func(c redis.UniversalClient, _ string) (Limiter, error) {
 		return redisRateLimiter{redis_rate.NewLimiter(c), limit}, nil
 	}
 }

@@ -11,8 +11,10 @@ import (
 // its counters in one redis-server on loopback TCP, started for the
 // benchmark (skipped when redis-server is not installed) and flushed before
 // each run, and every check is a fixed window of ServiceRate per second
-// (envoyFixedConfig). floodgate starts anew for each run;
-// envoyproxy/ratelimit runs once per redis-server (see envoyRL).
+// (envoyFixedConfig). The Redis and CPU figures are per check, as in
+// BenchmarkRedis. floodgate starts anew for each run;
+// envoyproxy/ratelimit runs once per redis-server and local cache size
+// (see envoyRL).
 func BenchmarkServiceRedis(b *testing.B) {
 	srv := redistest.NewServer(b)
 	for _, p := range ServiceRedisPeers {
@@ -30,7 +32,7 @@ func BenchmarkServiceRedis(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer stop()
-					runService(b, c, callers, batch)
+					runService(b, c, callers, batch, usageMeter{m: redistest.NewMeter(srv), perCall: batch})
 				})
 			}
 		}

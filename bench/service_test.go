@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/floodgate/floodgate/internal/redistest"
 )
 
 // ServiceCallers are the numbers of concurrent callers of the service
@@ -21,7 +23,7 @@ var (
 // loopback; callers=N goroutines share b.N requests of batch=M checks on
 // keys picked at random among ServiceKeys, each check decided on its own.
 // decisions/s counts checks; p99-µs is the 99th percentile of a request's
-// latency.
+// latency; cpu-ns/op is this process's CPU time per check.
 func BenchmarkService(b *testing.B) {
 	for _, batch := range ServiceBatches {
 		for _, callers := range ServiceCallers {
@@ -32,7 +34,7 @@ func BenchmarkService(b *testing.B) {
 						b.Fatal(err)
 					}
 					defer stop()
-					runService(b, c, callers, batch)
+					runService(b, c, callers, batch, usageMeter{m: redistest.NewMeter(), perCall: batch})
 				})
 			}
 		}
@@ -40,9 +42,9 @@ func BenchmarkService(b *testing.B) {
 }
 
 // runService sends b.N requests of batch checks from callers goroutines,
-// after a few untimed ones each, and reports decisions/s, p99-µs and the
-// fraction admitted; it fails b on any error.
-func runService(b *testing.B, c ServiceClient, callers, batch int) {
+// after a few untimed ones each, and reports decisions/s, p99-µs, the
+// fraction admitted and what meters measure; it fails b on any error.
+func runService(b *testing.B, c ServiceClient, callers, batch int, meters ...meter) {
 	ctx := context.Background()
 	keys := make([]string, ServiceKeys)
 	for i := range keys {
@@ -94,10 +96,16 @@ func runService(b *testing.B, c ServiceClient, callers, batch int) {
 		b.Fatalf("warming up: %v", e)
 	}
 	admitted.Store(0)
+	for _, m := range meters {
+		m.start(b)
+	}
 	b.ResetTimer()
 	close(start)
 	done.Wait()
 	b.StopTimer()
+	for _, m := range meters {
+		m.stop(b)
+	}
 	if errs.Load() > 0 {
 		b.Fatalf("%d errors in %d requests; the first: %v", errs.Load(), b.N, firstErr.Load())
 	}
