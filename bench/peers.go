@@ -26,10 +26,22 @@
 //
 // BenchmarkRedis compares the limiters that keep their state in Redis
 // (RedisPeers) on one redis-server that it starts itself (package
-// internal/redistest), in decisions per second. BenchmarkFloodRedis and
-// BenchmarkFloodService flood keys already over their limit, through those
-// limiters (FloodRedisPeers) and through rate-limit services on Redis
-// (FloodServicePeers), and count Redis's commands besides.
+// internal/redistest), in decisions per second. BenchmarkRedisPerDay does
+// so under a per-day quota on keys whose state exists, BenchmarkRedisCluster
+// on Redis Clusters of 3 and 6 masters, and BenchmarkRedisFleet with 1, 8
+// and 32 floodgate stores with the deny cache on one Redis, one of them
+// writing. BenchmarkFloodRedis and BenchmarkFloodService flood keys
+// already over their limit, through those limiters (FloodRedisPeers) and
+// through rate-limit services on Redis (FloodServicePeers).
+//
+// On Redis the cost that limits scale is Redis's CPU time per decision:
+// Redis runs commands on one thread. So every Redis and service benchmark
+// measures, beside wall time, what Redis spent per decision (redis-µs/op,
+// redis-cmds/op, redis-bytes/op, summed over a Cluster's masters) and this
+// process's CPU time per decision (cpu-ns/op), with redistest's Meter; on
+// a shared machine those are the figures to compare. The concurrent
+// callers draw their keys from unrelated sequences (newRNG), so that
+// random keys are as many as the calls make them.
 package bench
 
 import (

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 
@@ -35,6 +36,17 @@ var RedisPeers = []RedisPeer{
 	{Name: "floodgate", New: floodgateOnRedis(fmt.Sprintf("token-bucket %d/1s", RedisRate))},
 	{Name: "redis_rate", New: redisRate(redis_rate.PerSecond(RedisRate)),
 		Note: "github.com/go-redis/redis_rate/v10: GCRA, one EVALSHA per call (Redis scenarios only)"},
+}
+
+// PerDayLimit per day is the policy of BenchmarkRedisPerDay: a per-user
+// quota, whose state outlives the benchmark's calls, unlike RedisRate's.
+const PerDayLimit = 1000
+
+// RedisPerDayPeers are the Redis peers deciding PerDayLimit per day, with
+// a burst of as many.
+var RedisPerDayPeers = []RedisPeer{
+	{Name: "floodgate", New: floodgateOnRedis(fmt.Sprintf("token-bucket %d/%s", PerDayLimit, 24*time.Hour))},
+	{Name: "redis_rate", New: redisRate(redis_rate.Limit{Rate: PerDayLimit, Burst: PerDayLimit, Period: 24 * time.Hour})},
 }
 
 // floodgateOnRedis returns the constructor of floodgate with package
