@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -115,23 +117,23 @@ func driveOver(b testing.TB, l Limiter, keys []string) {
 // first.
 func eachKey(keys []string, f func(string) error) error {
 	var next atomic.Int64
-	var firstErr atomic.Value
+	var mu sync.Mutex
+	var firstErr error
 	var wg sync.WaitGroup
 	for range min(FloodCallers, len(keys)) {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(keys)); i = next.Add(1) - 1 {
 				if err := f(keys[i]); err != nil {
-					firstErr.CompareAndSwap(nil, err)
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if err, ok := firstErr.Load().(error); ok {
-		return err
-	}
-	return nil
+	return firstErr
 }
 
 // floodErrors is how many failed calls driveOver tolerates on one key.
@@ -194,5 +196,25 @@ func TestFloodHarness(t *testing.T) {
 			}
 		}
 		l.Close()
+	}
+}
+
+// keyError is an error of a type of its own, for TestEachKeyErrors.
+type keyError string
+
+func (e keyError) Error() string { return string(e) }
+
+// TestEachKeyErrors checks that eachKey returns one of the errors f
+// returns, whatever their types.
+func TestEachKeyErrors(t *testing.T) {
+	keys := floodKeys(2 * FloodCallers)
+	err := eachKey(keys, func(k string) error {
+		if len(k)%2 == 0 {
+			return keyError(k)
+		}
+		return fmt.Errorf("%s: %w", k, errors.ErrUnsupported)
+	})
+	if err == nil {
+		t.Fatal("eachKey returned no error, though every call failed")
 	}
 }
