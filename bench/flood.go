@@ -92,7 +92,7 @@ var FloodServicePeers = []FloodServicePeer{
 	{Name: "envoy-ratelimit", Start: envoyFloodService(0), Done: stopEnvoyRateLimit},
 	{Name: "envoy-ratelimit-cache", Start: envoyFloodService(EnvoyLocalCacheBytes), Done: stopEnvoyRateLimit,
 		Note: fmt.Sprintf("envoy-ratelimit with its local cache of over-limit keys on (LOCAL_CACHE_SIZE_IN_BYTES=%d): "+
-			"a key found over its limit is denied from memory until its window ends (flood scenarios only)", EnvoyLocalCacheBytes)},
+			"a key found over its limit is denied from memory until its window ends", EnvoyLocalCacheBytes)},
 	{Name: "grpc-noop", Start: startNoopRLS,
 		Note: "an Envoy rate-limit service that decides nothing and answers OVER_LIMIT, on gRPC's default server: " +
 			"the ceiling of every service on this machine (flood scenarios only)"},

