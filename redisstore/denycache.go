@@ -73,7 +73,8 @@ const maxFills = 64
 //     command there, and pushes nothing for keys not so read
 //     (TestRedisOptInTracking, TestDenyCacheFleetWrites).
 //  2. A fill's entry is in the cache, pending, before its read is sent;
-//     an invalidation or a flush drops the key's entry, pending or not;
+//     an invalidation or a flush (FLUSHALL, FLUSHDB, or a SWAPDB that the
+//     marker shows: tracker.pong) drops the key's entry, pending or not;
 //     keep fills an entry only while it is still the key's. So no state
 //     older than the latest invalidation applied is kept
 //     (TestDenyCacheDifferential).
@@ -325,8 +326,9 @@ func (c *denyCache) add(e *entry) {
 // fill reads key's state, its expiry and (server mode) Redis's clock in
 // one round trip on the connection of e's tracker, whose server tracks
 // the read (invariant 1; on a Cluster a MOVED or ASK reply, a slot that
-// moved, abandons it), and makes e, a pending entry, hold them, unless e
-// was dropped meanwhile (invariant 2).
+// moved, abandons it, as does a marker not the tracker's, a SWAPDB:
+// tracker.pong), and makes e, a pending entry, hold them, unless e was
+// dropped meanwhile (invariant 2).
 func (c *denyCache) fill(key string, e *entry) {
 	read := "GET"
 	if e.t.policy.Algorithm() == algo.SlidingLog {
@@ -337,7 +339,7 @@ func (c *denyCache) fill(key string, e *entry) {
 		cmds = cmds[:3]
 	}
 	sent := time.Now()
-	cl, err := e.tr.send(cmds...)
+	cl, err := e.tr.send(false, cmds...)
 	if err != nil {
 		c.abandon(key, e)
 		return
@@ -354,7 +356,12 @@ func (c *denyCache) fill(key string, e *entry) {
 		c.abandon(key, e)
 		return
 	}
-	st, found, err := stateIn(e.t.policy.Algorithm(), cl.replies[1])
+	replies, ok := cl.marked()
+	if !ok {
+		c.abandon(key, e)
+		return
+	}
+	st, found, err := stateIn(e.t.policy.Algorithm(), replies[1])
 	if err != nil || !found && c.s.cluster {
 		// No key is the initial state; but on a Cluster an absent key is
 		// not kept: a slot that moves drops only the entries of the keys
@@ -362,7 +369,7 @@ func (c *denyCache) fill(key string, e *entry) {
 		c.abandon(key, e)
 		return
 	}
-	until, offset, err := timesOf(cl.replies[2:], sent.Sub(c.base))
+	until, offset, err := timesOf(replies[2:], sent.Sub(c.base))
 	if err != nil {
 		c.abandon(key, e)
 		return

@@ -265,7 +265,18 @@
 //     denial fills it again.
 //   - A write of a key that no process caches costs Redis nothing more
 //     than without the cache, however many processes share it.
-//   - FLUSHALL and FLUSHDB drop the whole cache.
+//   - FLUSHALL and FLUSHDB (ASYNC too), DEBUG RELOAD and a replica's
+//     full resync drop the whole cache.
+//   - RESTORE, COPY, RENAME or MOVE onto a cached key drops its entry,
+//     as any write does.
+//   - SWAPDB, alone, tells tracking nothing. So the connection keeps a
+//     marker key of its own, under the prefix, with a 10 s expiry: each
+//     PING sets it anew, to a value it never held, and reads the one
+//     before. A value not the last one set means the database was
+//     swapped: the whole cache drops. A fill reads the marker too, and
+//     is dropped if the database was swapped.
+//   - A SWAPDB is so seen within a heartbeat (100 ms), or at Store.Sync.
+//     On a Cluster there is no SWAPDB, and no marker.
 //   - A fill that an invalidation of its key overtakes is dropped, so no
 //     state older than the latest invalidation is ever kept.
 //

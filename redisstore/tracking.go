@@ -3,6 +3,7 @@ package redisstore
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,8 @@ const (
 	deadTimeout   = time.Second
 	redialWait    = 100 * time.Millisecond
 	maxRedialWait = 5 * time.Second
+	// markerTTL is how long a tracker's marker outlives its last ping.
+	markerTTL = 10 * time.Second
 )
 
 // A tracker holds the deny cache's connection to one Redis server (on a
@@ -48,12 +51,18 @@ type tracker struct {
 	dial      func(ctx context.Context) (net.Conn, error)
 	user      func() (string, string)
 	db        int
-	stop      context.CancelFunc
-	done      chan struct{}
+	// marker, off a Cluster, is the Redis key that each session sets in
+	// its database, and each ping sets anew, to a value it never held: a
+	// ping or a fill that finds another value finds the database
+	// replaced (SWAPDB).
+	marker string
+	stop   context.CancelFunc
+	done   chan struct{}
 	// err is why the last connection ended or was refused.
 	err atomic.Pointer[error]
 
 	mu      sync.Mutex
+	markSeq uint64 // the marker's value last set
 	conn    net.Conn
 	w       *bufio.Writer
 	waiters []*request // requests awaiting replies on conn, in order
@@ -65,6 +74,7 @@ type tracker struct {
 type request struct {
 	n       int
 	replies []any
+	mark    string // the marker's value that the last command checks, if any
 	err     error
 	done    chan struct{}
 }
@@ -75,6 +85,9 @@ type request struct {
 func newTracker(c *denyCache, rc *redis.Client) *tracker {
 	o := rc.Options()
 	t := &tracker{c: c, client: rc, db: o.DB, done: make(chan struct{})}
+	if !c.s.cluster {
+		t.marker = c.s.cfg.prefix + "tracking:" + rand.Text()
+	}
 	t.dial = func(ctx context.Context) (net.Conn, error) { return o.Dialer(ctx, o.Network, o.Addr) }
 	t.user = func() (string, string) {
 		if o.CredentialsProvider != nil {
@@ -188,6 +201,12 @@ func (t *tracker) handshake(conn net.Conn, r *bufio.Reader) error {
 		cmds = append(cmds, []string{"SELECT", strconv.Itoa(t.db)})
 	}
 	cmds = append(cmds, []string{"CLIENT", "TRACKING", "ON", "OPTIN"})
+	if t.marker != "" {
+		t.mu.Lock()
+		set := t.setMark()
+		t.mu.Unlock()
+		cmds = append(cmds, set)
+	}
 	for _, cmd := range cmds {
 		writeCommand(w, cmd...)
 	}
@@ -223,13 +242,13 @@ func cmpOr(s, def string) string {
 func (t *tracker) beat(ctx context.Context, conn net.Conn) error {
 	for {
 		sent := time.Now()
-		ping, err := t.send([]string{"PING"})
+		ping, err := t.ping()
 		if err != nil {
 			return err
 		}
 		select {
 		case <-ping.done:
-			if err := ping.failed(); err != nil {
+			if err := t.pong(ping); err != nil {
 				return err
 			}
 			t.live(sent.Add(liveHorizon))
@@ -251,14 +270,25 @@ func (t *tracker) beat(ctx context.Context, conn net.Conn) error {
 }
 
 // send sends cmds on the connection, one after the other with no other
-// command between them, and returns their request. Replies and pushes come
-// in the order Redis sends them: a PING's answer comes after every
+// command between them, and, off a Cluster, a check of the marker: with
+// renew a SET of a new value that returns the old, else a GET (see
+// request.marked). It returns their request. Replies and pushes come in
+// the order Redis sends them: a PING's answer comes after every
 // invalidation of a write that Redis carried out before the PING.
-func (t *tracker) send(cmds ...[]string) (*request, error) {
+func (t *tracker) send(renew bool, cmds ...[]string) (*request, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.conn == nil {
 		return nil, errLost
+	}
+	mark := ""
+	if t.marker != "" {
+		mark = strconv.FormatUint(t.markSeq, 10)
+		check := []string{"GET", t.marker}
+		if renew {
+			check = append(t.setMark(), "GET")
+		}
+		cmds = append(cmds, check)
 	}
 	for _, cmd := range cmds {
 		writeCommand(t.w, cmd...)
@@ -266,7 +296,7 @@ func (t *tracker) send(cmds ...[]string) (*request, error) {
 	if err := t.w.Flush(); err != nil {
 		return nil, err
 	}
-	cl := &request{n: len(cmds), replies: make([]any, 0, len(cmds)), done: make(chan struct{})}
+	cl := &request{n: len(cmds), replies: make([]any, 0, len(cmds)), mark: mark, done: make(chan struct{})}
 	t.waiters = append(t.waiters, cl)
 	return cl, nil
 }
@@ -285,17 +315,58 @@ func (cl *request) failed() error {
 	return nil
 }
 
+// setMark returns a command that sets the tracker's marker to a value
+// it never held, for markerTTL; t.mu is held.
+func (t *tracker) setMark() []string {
+	t.markSeq++
+	v := strconv.FormatUint(t.markSeq, 10)
+	return []string{"SET", t.marker, v, "PX", strconv.FormatInt(markerTTL.Milliseconds(), 10)}
+}
+
+// ping sends a PING, and, off a Cluster, a renewal of the marker that
+// reads its value before.
+func (t *tracker) ping() (*request, error) {
+	return t.send(true, []string{"PING"})
+}
+
+// pong returns, once ping is done, why it failed. A marker that does not
+// hold the value the tracker last set means that the database's contents
+// were replaced (SWAPDB, which Redis 7 tracking does not invalidate:
+// TestRedisSwapDBTracking): the tracker's entries go, and the marker, set
+// anew, tells of the next replacement.
+func (t *tracker) pong(ping *request) error {
+	if err := ping.failed(); err != nil {
+		return err
+	}
+	if _, ok := ping.marked(); !ok {
+		t.c.flush(t, true)
+	}
+	return nil
+}
+
+// marked returns, once cl is done and did not fail, its replies but
+// the marker's check, if it has one, and whether the marker held the
+// value last set: when not, its reads came from a database that has
+// since replaced the tracker's, or that it replaced (SWAPDB).
+func (cl *request) marked() ([]any, bool) {
+	if cl.mark == "" {
+		return cl.replies, true
+	}
+	last := len(cl.replies) - 1
+	return cl.replies[:last], cl.replies[last] == cl.mark
+}
+
 // sync waits until every invalidation of a write that Redis carried out
 // before the call has been applied: a PING's answer comes after them.
 func (t *tracker) sync(ctx context.Context) error {
 	sent := time.Now()
-	ping, err := t.send([]string{"PING"})
+	ping, err := t.ping()
 	if err != nil {
 		return err
 	}
 	select {
 	case <-ping.done:
-		err := ping.failed()
+		err := t.pong(ping)
 		if err == nil {
 			t.live(sent.Add(liveHorizon))
 		}

@@ -104,3 +104,66 @@ func TestRedisOptInTracking(t *testing.T) {
 		t.Fatalf("Redis pushed %q on FLUSHALL to an OPTIN client, want one null invalidation", got)
 	}
 }
+
+// The Redis semantics of the events that replace a tracked key or a
+// whole database, which the deny cache relies on: FLUSHDB ASYNC and
+// DEBUG RELOAD push a null invalidation; RESTORE, COPY (in or across
+// databases) and RENAME onto a tracked key, and MOVE of a key of that
+// name into its database, push the key's; but SWAPDB pushes nothing,
+// so that the tracker checks a marker key of its own with each ping
+// (tracker.pong): a SET ... GET there returns the value set in the
+// database swapped away, not the last one set.
+func TestRedisSwapDBTracking(t *testing.T) {
+	srv := redistest.NewServer(t, redistest.Args("--enable-debug-command", "yes"))
+	w := dialRaw(t, srv)
+	w.do("SET", "src", "v")
+	dump, _ := w.do("DUMP", "src")
+	tr := dialRaw(t, srv)
+	tr.do("HELLO", "3")
+	tr.do("CLIENT", "TRACKING", "ON", "OPTIN")
+	for _, ev := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"FLUSHDB", "ASYNC"}, "*"},
+		{[]string{"DEBUG", "RELOAD"}, "*"},
+		{[]string{"RESTORE", "k", "0", dump.(string), "REPLACE"}, "k"},
+		{[]string{"COPY", "src", "k", "REPLACE"}, "k"},
+		{[]string{"COPY", "src", "k", "DB", "0", "REPLACE"}, "k"},
+		{[]string{"RENAME", "src", "k"}, "k"},
+		{[]string{"MOVE", "src", "0"}, "k"},
+		{[]string{"SWAPDB", "0", "1"}, ""},
+	} {
+		w.do("SELECT", "0")
+		w.do("FLUSHALL")
+		tr.do("PING") // the FLUSHALL's null invalidation, if any
+		w.do("SET", "k", "v")
+		tr.do("SET", "marker", "1")
+		tr.do("CLIENT", "CACHING", "YES")
+		tr.do("GET", "k")
+		w.do("SELECT", "1")
+		w.do("SET", "src", "v")
+		if ev.cmd[0] == "MOVE" {
+			w.do("SELECT", "0")
+			w.do("DEL", "k") // invalidated: GET it again
+			tr.do("CLIENT", "CACHING", "YES")
+			tr.do("GET", "k")
+			w.do("SELECT", "1")
+			w.do("RENAME", "src", "k")
+			tr.do("CLIENT", "CACHING", "YES")
+			tr.do("GET", "k")
+			ev.cmd = []string{"MOVE", "k", "0"}
+		} else if ev.cmd[0] != "COPY" || len(ev.cmd) == 4 {
+			w.do("SELECT", "0")
+			w.do("SET", "src", "v")
+		}
+		w.do(ev.cmd...)
+		mark, got := tr.do("SET", "marker", "2", "GET")
+		if want := []string{ev.want}; ev.want == "" && len(got) != 0 || ev.want != "" && !slices.Equal(got, want) {
+			t.Errorf("Redis pushed %q to an OPTIN client that read k, on %v; want %q", got, ev.cmd, want)
+		}
+		if ev.cmd[0] == "SWAPDB" && mark != nil {
+			t.Errorf("after SWAPDB, Redis's SET marker 2 GET returned %v, want nil: the marker moved with the database", mark)
+		}
+	}
+}
