@@ -305,6 +305,9 @@
 //     Store.CacheStats reports Live false with the server's error in Err.
 //     The connection is tried again after 100 ms, then after waits that
 //     double up to 5 s (back to 100 ms once a connection has been live).
+//   - A store made WithLogger logs once, at level Warn with the reason,
+//     when the cache goes off (a refusal, a connection lost), and once,
+//     at level Info, when it is back on.
 //   - A key is answered only until Redis may expire it (its PTTL).
 //   - Behind a failsafe.Store the cache answers as long as its connection
 //     does: a cached denial is Redis's answer, not a fallback.

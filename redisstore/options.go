@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -17,7 +18,8 @@ type config struct {
 	maxInFlight int
 	maxPending  int
 	timeout     time.Duration
-	denyCache   int64 // bytes; 0: no cache
+	denyCache   int64        // bytes; 0: no cache
+	logger      *slog.Logger // nil: none
 }
 
 func defaults() config {
@@ -141,4 +143,14 @@ func WithDenyCache(maxBytes int64) Option {
 		c.denyCache = maxBytes
 		return nil
 	})
+}
+
+// WithLogger logs to l when the deny cache (WithDenyCache) goes off and
+// when it comes back: once each time, at level Warn with the reason (a
+// connection lost, an ACL that forbids CLIENT, a Redis without RESP3),
+// then at level Info, each with the attribute server, the server's
+// address. Store.CacheStats tells the same at any time. The default, and
+// a nil l, log nothing.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error { c.logger = l; return nil })
 }

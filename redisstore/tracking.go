@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -60,6 +61,9 @@ type tracker struct {
 	done   chan struct{}
 	// err is why the last connection ended or was refused.
 	err atomic.Pointer[error]
+	// off is whether the store's log was told that the tracker went off,
+	// and not yet that it came back.
+	off atomic.Bool
 
 	mu      sync.Mutex
 	markSeq uint64 // the marker's value last set
@@ -111,12 +115,30 @@ func (t *tracker) isLive(now int64) bool { return now < t.liveUntil.Load() }
 
 // live marks the tracker live until at, an instant on the monotonic clock.
 func (t *tracker) live(at time.Time) {
+	if t.off.Load() && t.off.Swap(false) {
+		t.log(slog.LevelInfo, "redisstore: the deny cache is back on")
+	}
 	until := int64(at.Sub(t.c.base))
 	for {
 		old := t.liveUntil.Load()
 		if until <= old || t.liveUntil.CompareAndSwap(old, until) {
 			return
 		}
+	}
+}
+
+// wentOff logs, unless it is logged already, that the tracker is off
+// because of err.
+func (t *tracker) wentOff(err error) {
+	if !t.off.Swap(true) {
+		t.log(slog.LevelWarn, "redisstore: the deny cache is off: decisions go to Redis", "reason", err.Error())
+	}
+}
+
+// log writes a record of the tracker to the store's logger, if any.
+func (t *tracker) log(level slog.Level, msg string, attrs ...any) {
+	if l := t.c.s.cfg.logger; l != nil {
+		l.Log(context.Background(), level, msg, append(attrs, "server", t.client.Options().Addr)...)
 	}
 }
 
@@ -140,6 +162,7 @@ func (t *tracker) run(ctx context.Context) {
 			return
 		}
 		t.err.Store(&err)
+		t.wentOff(err)
 		if wentLive {
 			wait = redialWait
 		}
