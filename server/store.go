@@ -12,6 +12,7 @@ import (
 	"github.com/floodgate/floodgate/failsafe"
 
 	"github.com/floodgate/floodgate/memstore"
+	"github.com/floodgate/floodgate/redisstore"
 
 	"github.com/floodgate/floodgate/storeurl"
 )
@@ -77,6 +78,8 @@ func (in *instance) openStore() error {
 	if n := in.o.DenyCacheBytes; n >= 0 {
 		opts = append(opts, storeurl.WithDenyCache(cmp.Or(n, DefaultDenyCacheBytes)))
 	}
+	// The deny cache's going off and on, with the reason, in the log.
+	opts = append(opts, storeurl.WithRedisOptions(redisstore.WithLogger(in.log.With("store", storeName(url)))))
 	s, closer, err := storeurl.Open(url, opts...)
 	if err != nil {
 		return fmt.Errorf("--store: %w", err)
