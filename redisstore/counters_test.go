@@ -28,8 +28,8 @@ func TestCountersDifferential(t *testing.T) {
 	ctx := context.Background()
 	stores := []store.Store{
 		memstore.New(0),
-		newStore(t, testClient(t)),
-		newStore(t, redistest.SharedCluster(t).Client(t)),
+		newStore(t, testClient(t), redisstore.WithCounters()),
+		newStore(t, redistest.SharedCluster(t).Client(t), redisstore.WithCounters()),
 	}
 	keys := []string{"a", "b", "c", "{u}:1", "{u}:2", "x/y", "", "long:" + string(make([]byte, 300))}
 	for seed := range uint64(8) {
@@ -98,7 +98,7 @@ func addEach(t *testing.T, ctx context.Context, c store.Counters, hs []store.Hit
 func TestCountersKeys(t *testing.T) {
 	ctx := context.Background()
 	c := testClient(t)
-	st, err := redisstore.New(c, redisstore.WithPrefix("counterkeys:"))
+	st, err := redisstore.New(c, redisstore.WithPrefix("counterkeys:"), redisstore.WithCounters())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestCountersKeys(t *testing.T) {
 // that does not answer fails with ErrUnavailable.
 func TestCountersErrors(t *testing.T) {
 	ctx := context.Background()
-	st := newStore(t, testClient(t))
+	st := newStore(t, testClient(t), redisstore.WithCounters())
 	if _, err := st.Counters("n", 0); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Errorf("a window of 0: %v, want ErrInvalidPolicy", err)
 	}
@@ -148,7 +148,7 @@ func TestCountersErrors(t *testing.T) {
 		t.Errorf("a negative time: %v, want ErrInvalidTime", err)
 	}
 	srv := redistest.NewServer(t)
-	down := newStore(t, srv.Client(t), redisstore.WithTimeout(200*time.Millisecond))
+	down := newStore(t, srv.Client(t), redisstore.WithTimeout(200*time.Millisecond), redisstore.WithCounters())
 	dc, err := down.Counters("n", time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -162,5 +162,23 @@ func TestCountersErrors(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("a stalled Redis held AddEach for %v, past the store's timeout", d)
+	}
+}
+
+// Without WithCounters a store has no counters of its own: Counters
+// answers errors.ErrUnsupported, and store.CountersOf counts on its
+// tables, through the script, whose calls join other calls' batches.
+func TestCountersNeedTheOption(t *testing.T) {
+	st := newStore(t, testClient(t))
+	if _, err := st.Counters("n", time.Minute); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Counters without WithCounters: %v, want errors.ErrUnsupported", err)
+	}
+	cs, err := store.CountersOf(st, "n", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := []store.Hits{{Key: "k", Now: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC).UnixNano(), N: 3}}
+	if err := cs.AddEach(context.Background(), hs); err != nil || hs[0].Count != 3 {
+		t.Errorf("CountersOf on the tables: %+v %v, want a count of 3", hs[0], err)
 	}
 }

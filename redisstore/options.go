@@ -20,6 +20,7 @@ type config struct {
 	timeout     time.Duration
 	denyCache   int64        // bytes; 0: no cache
 	logger      *slog.Logger // nil: none
+	counters    bool         // Counters answers: WithCounters
 }
 
 func defaults() config {
@@ -143,6 +144,19 @@ func WithDenyCache(maxBytes int64) Option {
 		c.denyCache = maxBytes
 		return nil
 	})
+}
+
+// WithCounters makes the store count hits on counters of its own
+// (Store.Counters: an INCRBY and a PEXPIRE a counter, pipelined), which
+// envoyrls uses for Envoy's fixed windows. They cost Redis less than the
+// script when a request counts many descriptors, and more when it counts
+// one or two, since they do not join other calls' batches (the figures
+// are in docs/benchmarks.md). Without it, the default, Counters answers
+// errors.ErrUnsupported and store.CountersOf counts on the store's tables,
+// through the script. Turning it on or off starts every counter afresh:
+// the two keep their counts under other keys.
+func WithCounters() Option {
+	return optionFunc(func(c *config) error { c.counters = true; return nil })
 }
 
 // WithLogger logs to l when the deny cache (WithDenyCache) goes off and
