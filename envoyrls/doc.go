@@ -207,8 +207,10 @@
 // together. Each domain's limits of floodgate's algorithms are in the
 // table named "envoyrls/" followed by the domain, and its fixed windows'
 // counters under that name too, a table per window length on the memory
-// and file stores (store.TableCounters), Redis counters of their own on
-// Redis; each keyed by the descriptor's entries written as key=value pairs joined by '&' (escaped as in a URL query), or by their
+// and file stores, and on Redis by default (store.TableCounters), Redis
+// counters of their own with redisstore.WithCounters; each keyed by the
+// descriptor's entries written as key=value pairs joined by '&' (escaped
+// as in a URL query), or by their
 // SHA-256 when that is longer than 512 bytes, so that a request with
 // huge values cannot make the store hold huge keys. The other
 // algorithms' rules are counted under their own policy. SetConfig swaps
@@ -226,9 +228,11 @@
 //   - The window is the one holding the service's clock, on every store.
 //     Answers from memory (below) use the same clock, so both agree on
 //     the window's edges.
-//   - On Redis a counter is an integer key of the window: an addition is
-//     an INCRBY and a PEXPIRE, pipelined, as upstream's. No script runs.
-//   - On the memory and file stores a counter is a table of a fixed
+//   - On Redis made WithCounters a counter is an integer key of the
+//     window: an addition is an INCRBY and a PEXPIRE, pipelined, as
+//     upstream's, and no script runs. Cheaper at many descriptors a
+//     request, dearer at one (docs/benchmarks.md).
+//   - Elsewhere, Redis's default included, a counter is a table of a fixed
 //     window admitting 2^32-1 hits (store.TableCounters): a hit that
 //     would take it past that is over, and fills it.
 //   - A request's fixed windows of one length go in one call of the

@@ -93,8 +93,9 @@
 //
 // # Counters
 //
-// The store is a store.Counting: its counters (Store.Counters) count hits
-// in fixed windows with no script. A counter is an integer at a Redis key
+// Made WithCounters, the store is a store.Counting: its counters
+// (Store.Counters) count hits in fixed windows with no script. Without
+// it, the default, store.CountersOf counts on its tables. A counter is an integer at a Redis key
 // naming the window's index, "#" and the prefix first: outside the prefix
 // that a deny cache tracks, so that a write costs Redis no invalidation.
 // An addition is an INCRBY, pipelined, as envoyproxy/ratelimit's; a
