@@ -246,7 +246,7 @@ func (t *Table) free(ok func(last int64) bool) (algo.Shadow, bool) {
 
 // hold sets (on) or clears the held bit of the word of every key of t,
 // for a caller that holds every shard's lock: with it set, decideFast
-// changes none of them. Clearing keeps the bit of a state with a fraction,
+// changes none of them (fast.go invariants 2 and 3). Clearing keeps the bit of a state with a fraction,
 // and drops a Load's, which ends with the lock it was taken under (one
 // that no Store followed only sends its key to the lock).
 func (t *Table) hold(on bool) {
@@ -288,7 +288,7 @@ func (t *Table) fold(sh *shard, all *algo.Shadow, last int64) {
 		t.b.shadows.Add(-shadowExtra(len(sh.shadow)))
 	}
 	sh.slots, sh.ys, sh.shadow, sh.logs, sh.n, sh.tombs = nil, nil, nil, nil, 0, 0
-	sh.tab.Store(nil)
+	sh.tab.Store(nil) // fast.go invariant 6
 	sh.arena, sh.dead = nil, 0
 }
 

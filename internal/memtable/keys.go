@@ -28,7 +28,8 @@ import (
 // the lock holds the state (Load until Store, an eviction, a removal, a
 // resize, a Table being freed): with held clear, x is 0, and Decide may
 // decide on the slot without the shard's lock, with a compare-and-swap on
-// word, for a policy whose events DecideTAT decides (see decideFast). So
+// word, for a policy whose events DecideTAT decides (see fast.go's
+// invariants 2 and 3). So
 // word is read and written atomically in such a table, and so are the key
 // words of a slot that a lookup without the lock may read.
 type slot struct {
@@ -116,8 +117,8 @@ func (sh *shard) cellOf(i int, w int64) algo.Cell {
 }
 
 // hold sets the held bit of the word of sh's slot i, so that no
-// decideFast changes it until setCell puts a state there, and returns the
-// slot's state.
+// decideFast changes it until setCell puts a state there (fast.go
+// invariant 2), and returns the slot's state.
 func (sh *shard) hold(i int) algo.Cell {
 	if !sh.fast {
 		return sh.cell(i)
@@ -126,7 +127,8 @@ func (sh *shard) hold(i int) algo.Cell {
 }
 
 // setCell puts c in sh's slot i, whose word the caller holds (see hold)
-// in a table with decideFast.
+// in a table with decideFast, held still when c has a fraction (fast.go
+// invariant 3).
 func (sh *shard) setCell(i int, c algo.Cell) {
 	t, x, y := c.Parts()
 	s := &sh.slots[i]
@@ -184,7 +186,7 @@ func (sh *shard) setKey(s *slot, h uint64, key string) {
 		sh.arena = append(sh.arena, key...)
 	}
 	atomic.StoreUint64(&s.k0, w0)
-	atomic.StoreUint32(&s.k1, w1) // last: a lookup without the lock finds it complete
+	atomic.StoreUint32(&s.k1, w1) // last: fast.go invariant 5
 }
 
 // arenaLen is what a long key of n bytes takes in an arena: its length,

@@ -21,7 +21,7 @@
 // first sets the word's held bit, which sends such a decision to the lock;
 // removed keys leave tombstones rather than moving other keys, and a
 // resized array is a new one, so that the slot a decision found holds its
-// key until the word is held (see slot and decideFast).
+// key until the word is held (fast.go lists the invariants).
 //
 // Memory stays bounded three ways. A key whose state has drained (algo's
 // ResetAt has passed) decides exactly like a missing key, so a shard drops
@@ -174,7 +174,7 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 		sh.mu.Unlock()
 		return algo.Decision{}, ErrClosed
 	}
-	sh.last = max(sh.last, now)
+	sh.last = max(sh.last, now) // only under the lock: fast.go invariant 8
 	if t.log {
 		d, err := t.decideLog(sh, h, key, now, n)
 		sh.mu.Unlock()
@@ -206,48 +206,6 @@ func (t *Table) Decide(key string, now, n int64) (algo.Decision, error) {
 	}
 	sh.mu.Unlock()
 	return d, err
-}
-
-// decideFast decides, without the shard's lock, an event that DecideTAT
-// decides on a key held inline in sh (its fraction 0, so the state is the
-// slot's word): it finds the key's slot in the array sh published last,
-// and changes the word with a compare-and-swap while its held bit is
-// clear; a denial changes nothing. It reports false, having changed
-// nothing, for an event, a key or a slot that needs the lock: a missing
-// key, a long one, a held word (a Load, a Table being freed, or an array
-// replaced since, whose words resize held). A decision without the lock
-// does not move the shard's last, which only makes Close, Fold and Shed,
-// which take it as now, stricter.
-func (t *Table) decideFast(sh *shard, h uint64, key string, now, n int64) (algo.Decision, bool) {
-	tab := sh.tab.Load()
-	if tab == nil || len(key) > inlineMax {
-		return algo.Decision{}, false
-	}
-	slots := *tab
-	w0, w1 := keyWords(h, key)
-	for i := home(sh.local(h), len(slots)); ; i = next(i, len(slots)) {
-		s := &slots[i]
-		k1 := atomic.LoadUint32(&s.k1)
-		if k1 == 0 {
-			return algo.Decision{}, false
-		}
-		if k1 != w1 || atomic.LoadUint64(&s.k0) != w0 {
-			continue
-		}
-		for {
-			w := atomic.LoadInt64(&s.word)
-			if w < 0 {
-				return algo.Decision{}, false
-			}
-			d, tat, ok := t.p.DecideTAT(w, now, n)
-			if !ok {
-				return algo.Decision{}, false
-			}
-			if !d.Allowed || atomic.CompareAndSwapInt64(&s.word, w, tat) {
-				return d, true
-			}
-		}
-	}
 }
 
 func (t *Table) decideLog(sh *shard, h uint64, key string, now, n int64) (algo.Decision, error) {
@@ -399,7 +357,7 @@ func next(i, size int) int {
 func (sh *shard) local(h uint64) uint64 { return h << sh.bits }
 
 // find returns the slot index holding key, or the empty slot where it would
-// go, and whether it was found.
+// go (never a tombstone: fast.go invariant 4), and whether it was found.
 func (sh *shard) find(h uint64, key string) (int, bool) {
 	size := len(sh.slots)
 	if size == 0 {
@@ -476,7 +434,7 @@ func (t *Table) sweep(sh *shard, now int64) {
 }
 
 // dropDrained removes the key of sh's slot i if its state has drained at
-// now, as no decideFast changed it meanwhile.
+// now, as no decideFast changed it meanwhile (fast.go invariant 2).
 func (t *Table) dropDrained(sh *shard, i int, now int64) {
 	s := &sh.slots[i]
 	w := atomic.LoadInt64(&s.word)
@@ -575,8 +533,8 @@ func (t *Table) evict(sh *shard, now int64) int64 {
 	return sh.remove(best, t)
 }
 
-// remove leaves a tombstone in slot i, whose word the caller holds, and
-// returns the bytes that freed: a long key's, when its arena is compacted.
+// remove leaves a tombstone in slot i (fast.go invariant 4), whose word
+// the caller holds, and returns the bytes that freed: a long key's, when its arena is compacted.
 func (sh *shard) remove(i int, t *Table) int64 {
 	freed := sh.dropKey(&sh.slots[i])
 	t.b.add(-freed)
@@ -587,9 +545,9 @@ func (sh *shard) remove(i int, t *Table) int64 {
 
 // resize moves the keys of sh to a new array of size slots (which the
 // caller counts), without tombstones, and publishes it for decideFast.
-// It holds the words of the old one as it moves them, so that a
-// decideFast on the old array either changed a word before it moved or
-// fails.
+// It holds the words of the old one as it moves them (fast.go invariant
+// 6), so that a decideFast on the old array either changed a word before
+// it moved or fails.
 func (t *Table) resize(sh *shard, size int) {
 	old, oldYs := sh.slots, sh.ys
 	slots := make([]slot, size)
