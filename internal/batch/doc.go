@@ -55,4 +55,31 @@
 // A send may take its calls late: the file store waits for the file's
 // lock first, and meanwhile every call can still be withdrawn; the send
 // learns from Call.Waiting when no caller waits any more, and gives up.
+//
+// # Invariants
+//
+// The stores rely on these; the test named after each checks it.
+//
+//  1. A lone caller sends its own call, from its goroutine, with its own
+//     context, unless Limits.Detach (TestLoneCallerSendsItself,
+//     TestDetach).
+//  2. Calls that wait go in the order they came, up to MaxBatch in one
+//     send; DoAll's go together (TestCallsWaitingGoTogether, TestDoAll).
+//  3. At most MaxInFlight sends are under way, the lone caller's among
+//     them (TestMaxInFlight).
+//  4. Past MaxPending waiting calls, Do fails with ErrFull and nothing is
+//     done (TestFull).
+//  5. A call moves only along the moves drawn above, each a
+//     compare-and-swap: it is never both withdrawn and taken, and a call
+//     done for its caller was carried out once (TestCallersLeavingRace).
+//  6. A withdrawn call did nothing: Take leaves it out, and Do returns
+//     its context's error (TestWithdrawn, TestTakeLate).
+//  7. A caller leaving a taken call returns at once, however long the
+//     send stalls; the send finishes the call alone and touches only its
+//     Work and Err (TestLeftWhileTaken, under the race detector).
+//  8. A send that leaves out a call whose caller waits fails that call;
+//     it never reports it done (TestSendLeavesOut).
+//  9. A batch's context ends at the latest deadline of its callers still
+//     waiting, never when one of them has none; no caller's cancel ends
+//     it (TestBatchContext).
 package batch
