@@ -44,6 +44,21 @@ func (f *Store) Apply(ctx context.Context, ops []store.Op) error {
 	if failed {
 		f.stats[countFailures].Add(1)
 	}
+	first := f.recordApply(bs, gs, probing, blamed, failed, err)
+	switch {
+	case err == nil:
+		return nil
+	case !failed:
+		return callerErr(ctx, err)
+	}
+	return f.applyFallback(ctx, bs[first], ops, false)
+}
+
+// recordApply moves the breakers bs of a batch, of generations gs, after
+// the store's call (probing says which were probes): up on success, a
+// failure where the store was blamed, nothing when the caller cut the
+// call short. It returns the index of the first breaker blamed, or -1.
+func (f *Store) recordApply(bs []*breaker, gs []uint64, probing, blamed []bool, failed bool, err error) int {
 	first := -1
 	for i, b := range bs {
 		probe := probing != nil && probing[i]
@@ -63,13 +78,7 @@ func (f *Store) Apply(ctx context.Context, ops []store.Op) error {
 			b.succeeded()
 		}
 	}
-	switch {
-	case err == nil:
-		return nil
-	case !failed:
-		return callerErr(ctx, err)
-	}
-	return f.applyFallback(ctx, bs[first], ops, false)
+	return first
 }
 
 // breakersOfOps appends to bs the breakers of the partitions of ops, each
