@@ -82,35 +82,19 @@ func (x *txn) slot(t *table, key string) *slot {
 // A key whose stored value is corrupt fails the call, unless the call's
 // first op on it is a reset.
 func (x *txn) carry(ops []store.Op) error {
-	type work struct {
-		sl *slot
-		s  algo.State
-	}
 	var buf [4]work
 	ws := buf[:0]
 	denied := false
 	for i := range ops {
 		op := &ops[i]
 		t := op.Table.(*table)
-		w := -1
-		for j := range ws {
-			if ws[j].sl.t == t && ws[j].sl.key == op.Key {
-				w = j
-			}
-		}
+		w := indexOf(ws, t, op.Key)
 		if w < 0 {
-			sl := x.slot(t, op.Key)
-			s := sl.s.Clone()
-			switch {
-			case sl.err != nil && op.Kind != store.OpReset:
-				return sl.err
-			case sl.err != nil:
-				s = algo.State{} // a reset needs no state: it is the way to recover
-			case sl.stored == nil && !sl.changed && op.Kind != store.OpReset:
-				s = x.formerState(t, op.Key, op.Now)
+			wk, err := x.workOf(t, op)
+			if err != nil {
+				return err
 			}
-			ws = append(ws, work{sl, s})
-			w = len(ws) - 1
+			ws, w = append(ws, wk), len(ws)
 		}
 		s := &ws[w].s
 		if beyondHorizon(op, &t.policy, ws[w].sl, s) {
@@ -139,6 +123,40 @@ func (x *txn) carry(ops []store.Op) error {
 		w.sl.s, w.sl.changed, w.sl.err = w.s, true, nil
 	}
 	return nil
+}
+
+// work is a key's state while a call's ops are carried out on it.
+type work struct {
+	sl *slot
+	s  algo.State
+}
+
+// indexOf returns the index in ws of key of table t, or -1.
+func indexOf(ws []work, t *table, key string) int {
+	for j, w := range ws {
+		if w.sl.t == t && w.sl.key == key {
+			return j
+		}
+	}
+	return -1
+}
+
+// workOf returns the state of op's key as the call starts on it: its
+// slot's state, a former policy's converted (see formerState) when the
+// file holds none, or the initial state for a reset of a corrupt value;
+// a corrupt value fails any other op.
+func (x *txn) workOf(t *table, op *store.Op) (work, error) {
+	sl := x.slot(t, op.Key)
+	s := sl.s.Clone()
+	switch {
+	case sl.err != nil && op.Kind != store.OpReset:
+		return work{}, sl.err
+	case sl.err != nil:
+		s = algo.State{} // a reset needs no state: it is the way to recover
+	case sl.stored == nil && !sl.changed && op.Kind != store.OpReset:
+		s = x.formerState(t, op.Key, op.Now)
+	}
+	return work{sl, s}, nil
 }
 
 // beyondHorizon reports whether op spends units of a key that the sweep
