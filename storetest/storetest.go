@@ -456,6 +456,26 @@ func testApplyConcurrent(t *testing.T, s store.Store) {
 	}
 }
 
+// randomEachOps returns 1 to 12 random ops at now on keys, each on a
+// table of ts, and the same ops on the matching tables of rs.
+func randomEachOps(r *rand.Rand, now int64, keys []string, ts, rs []store.Table) (ops, want []store.Op) {
+	n := 1 + r.IntN(12)
+	ops, want = make([]store.Op, n), make([]store.Op, n)
+	for i := range ops {
+		ti := r.IntN(len(ts))
+		op := store.Op{Kind: store.OpDecide, Key: keys[r.IntN(len(keys))], Now: now, N: r.Int64N(5)}
+		switch r.IntN(8) {
+		case 0:
+			op.Kind, op.MaxWait = store.OpSchedule, time.Duration(r.Int64N(int64(time.Second)))
+		case 1:
+			op.Kind = store.OpReset
+		}
+		ops[i], want[i] = op, op
+		ops[i].Table, want[i].Table = ts[ti], rs[ti]
+	}
+	return ops, want
+}
+
 // testApplyEach: the store's ApplyEach gives each op the outcome that an Apply of that op
 // alone, in order, gives on a memory store: ops on one key add up, a
 // denial in the middle leaves the others be, keys in many hash slots
@@ -473,20 +493,7 @@ func testApplyEach(t *testing.T, s store.Store) {
 	now := t0
 	for round := range 40 {
 		now += r.Int64N(int64(400 * time.Millisecond))
-		n := 1 + r.IntN(12)
-		ops, want := make([]store.Op, n), make([]store.Op, n)
-		for i := range ops {
-			ti := r.IntN(len(pols))
-			op := store.Op{Kind: store.OpDecide, Key: keys[r.IntN(len(keys))], Now: now, N: r.Int64N(5)}
-			switch r.IntN(8) {
-			case 0:
-				op.Kind, op.MaxWait = store.OpSchedule, time.Duration(r.Int64N(int64(time.Second)))
-			case 1:
-				op.Kind = store.OpReset
-			}
-			ops[i], want[i] = op, op
-			ops[i].Table, want[i].Table = ts[ti], rs[ti]
-		}
+		ops, want := randomEachOps(r, now, keys, ts, rs)
 		for i := range want {
 			if err := ref.Apply(ctx, want[i:i+1]); err != nil {
 				t.Fatal(err)
