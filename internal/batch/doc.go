@@ -8,31 +8,32 @@
 // # The model
 //
 // A caller hands a Batcher a Call: the work to do, which the call owns (a
-// copy of the caller's ops), and the caller's context. A call that finds
-// no send under way and no call waiting is sent at once, alone, from the
-// caller's goroutine and with the caller's context: a lone caller pays
-// nothing for batching, but cannot leave a send that stalls (Limits.Detach
-// has a sender send it too, so that it can). Calls that arrive meanwhile wait in a queue, and a
-// sender, a goroutine of the batcher's, takes up to MaxBatch of them at a
-// time, in the order they came, and hands them to the store's send
-// function together, with at most MaxInFlight sends under way at once
-// (the lone caller's among them). A sender sends until the queue is empty,
-// and then ends: the batcher keeps no goroutine beyond the calls it
-// serves. At most MaxPending calls wait; beyond, a call fails at once with
-// ErrFull.
+// copy of the caller's ops), and the caller's context.
+//   - A call that finds no send under way and no call waiting is sent at
+//     once, alone, from the caller's goroutine, with the caller's context.
+//     A lone caller pays nothing for batching, but cannot leave a send that
+//     stalls. Limits.Detach has a sender send it instead, so that it can.
+//   - Calls that arrive meanwhile wait in a queue. A sender, a goroutine of
+//     the batcher's, takes up to MaxBatch of them at a time, in the order
+//     they came, and hands them to the store's send function together.
+//   - At most MaxInFlight sends are under way at once, the lone caller's
+//     among them.
+//   - A sender sends until the queue is empty, then ends: the batcher keeps
+//     no goroutine beyond the calls it serves.
+//   - At most MaxPending calls wait; beyond, a call fails at once with
+//     ErrFull.
 //
 // Before it takes a batch, a sender whose batch may still grow yields the
-// processor while another send is under way, for as long as each yield
-// brings new calls (at most 8 times): the callers that a send has just
-// answered usually call again at once, and their calls then go in this
-// batch and not in the next, while the store is busy with the other send
-// and waiting costs nothing there. Fewer, larger sends cost the store less
-// for each call.
+// processor while another send is under way, as long as each yield brings
+// new calls (at most 8 times). Why: the callers a send has just answered
+// usually call again at once. Their calls then go in this batch, not the
+// next, while the store is busy with the other send and waiting costs
+// nothing. Fewer, larger sends cost the store less for each call.
 //
 // # Callers that leave
 //
 // A caller waits until its call is done or its context ends, whichever
-// comes first, and a call moves through these states, each move a
+// comes first. A call moves through these states, each move a
 // compare-and-swap, so that a caller leaving and a sender taking or
 // finishing the call never overlap:
 //
@@ -41,20 +42,20 @@
 //	waiting   → withdrawn  the caller's context ended first: nothing is done
 //	taken     → left       the caller's context ended first: the call goes on
 //
-// A call withdrawn has done nothing, and Do returns its context's error.
-// A call taken may still take effect, whatever its caller does: the caller
-// then returns its context's error at once, without waiting for the send,
-// however long the store stalls, and the send finishes the call on its
-// own. Its outcome is lost: it is the call's, and nobody reads it.
+// What each end means for the caller:
+//   - Withdrawn: nothing was done, and Do returns the context's error.
+//   - Left: the call may still take effect. The caller returns the
+//     context's error at once, however long the store stalls. The send
+//     finishes the call on its own, and nobody reads its outcome.
 //
-// This is what makes leaving safe: a send reads and writes only a call's
-// Work and Err, never the caller's memory, and once Do has returned an
-// error the call is no longer the caller's. The caller copies its ops into
-// the call before Do, and the outcome back only when Do returns nil.
+// Leaving is safe because a send reads and writes only a call's Work and
+// Err, never the caller's memory, and once Do has returned an error the
+// call is no longer the caller's. The caller copies its ops into the call
+// before Do, and the outcome back only when Do returns nil.
 //
-// A send may take its calls late: the file store waits for the file's
-// lock first, and meanwhile every call can still be withdrawn; the send
-// learns from Call.Waiting when no caller waits any more, and gives up.
+// A send may take its calls late: the file store waits for the file's lock
+// first, and meanwhile every call can still be withdrawn. The send learns
+// from Call.Waiting when no caller waits any more, and gives up.
 //
 // # Invariants
 //
