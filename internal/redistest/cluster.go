@@ -17,13 +17,14 @@ import (
 // it.
 const clusterTimeout = 30 * time.Second
 
-// Cluster is a Redis Cluster of masters without replicas, three unless
-// NewClusterN says otherwise, each a redis-server on loopback TCP ports,
-// that together serve all 16384 hash slots. Its methods are safe for
-// concurrent use.
+// Cluster is a Redis Cluster of masters, three unless NewClusterN says
+// otherwise, each a redis-server on loopback TCP ports, that together
+// serve all 16384 hash slots; without replicas, but for
+// NewClusterReplicated's. Its methods are safe for concurrent use.
 type Cluster struct {
-	nodes  []*Server
-	shared bool
+	nodes   []*Server
+	masters int // nodes[:masters] were made masters; nodes[masters+i] replicates nodes[i]
+	shared  bool
 }
 
 // SharedCluster returns the test binary's shared cluster, starting it on the
@@ -36,7 +37,7 @@ func SharedCluster(t testing.TB) *Cluster {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.cluster == nil {
-		c, err := newCluster(3)
+		c, err := newCluster(3, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +66,22 @@ func NewCluster(t testing.TB) *Cluster {
 func NewClusterN(t testing.TB, n int) *Cluster {
 	t.Helper()
 	Require(t)
-	c, err := newCluster(n)
+	c, err := newCluster(n, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.discard)
+	return c
+}
+
+// NewClusterReplicated is NewCluster of three masters, nodes 0 to 2, each
+// with one replica: node 3+i replicates master i, in sync when it returns,
+// and takes over its slots (a failover) about the node timeout (2 s) after
+// master i dies. The nodes' roles then change, not their numbers.
+func NewClusterReplicated(t testing.TB) *Cluster {
+	t.Helper()
+	Require(t)
+	c, err := newCluster(minMasters, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +92,15 @@ func NewClusterN(t testing.TB, n int) *Cluster {
 // minMasters is the fewest masters redis-cli --cluster create accepts.
 const minMasters = 3
 
-// newCluster starts n cluster-enabled servers, joins them with redis-cli
-// --cluster create, and waits until every node serves.
-func newCluster(n int) (*Cluster, error) {
+// newCluster starts n cluster-enabled masters and replicas of each,
+// joins them with redis-cli --cluster create, and waits until every node
+// serves and every replica is in sync.
+func newCluster(n, replicas int) (*Cluster, error) {
 	if n < minMasters {
 		return nil, fmt.Errorf("redistest: a cluster of %d masters: Redis Cluster needs at least %d", n, minMasters)
 	}
-	c := &Cluster{}
-	for range n {
+	c := &Cluster{masters: n}
+	for range n * (1 + replicas) {
 		n, err := newServer(config{}, 1)
 		if err != nil {
 			c.discard()
@@ -92,7 +109,7 @@ func newCluster(n int) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	p, err := spawn("redis-cli", args...)
 	if err != nil {
 		c.discard()
@@ -112,7 +129,66 @@ func newCluster(n int) (*Cluster, error) {
 		c.discard()
 		return nil, err
 	}
+	if replicas > 0 {
+		if err := c.orderReplicas(); err != nil {
+			c.discard()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// orderReplicas puts the masters first in c.nodes and each one's replica
+// at its index plus c.masters, once every replica says its link to its
+// master is up (redis-cli --cluster create picks the roles itself).
+func (c *Cluster) orderReplicas() error {
+	deadline := time.Now().Add(clusterTimeout)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		ordered, err := c.byRole()
+		if err == nil {
+			c.nodes = ordered
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: replicas of %s not in sync after %v: %w", strings.Join(c.Addrs(), " "), clusterTimeout, err)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// byRole returns the nodes ordered as orderReplicas says, or why not yet.
+func (c *Cluster) byRole() ([]*Server, error) {
+	var masters, replicas []*Server
+	of := map[string]string{} // replica's address -> its master's port
+	for _, n := range c.nodes {
+		info, err := do(n.network, n.addr, "INFO", "replication")
+		if err != nil {
+			return nil, err
+		}
+		if strings.Contains(info, "role:master\r\n") {
+			masters = append(masters, n)
+			continue
+		}
+		if !strings.Contains(info, "master_link_status:up\r\n") {
+			return nil, fmt.Errorf("%s: replica not in sync:\n%s", n.addr, info)
+		}
+		_, port, _ := strings.Cut(info, "master_port:")
+		port, _, _ = strings.Cut(port, "\r\n")
+		of[n.addr] = port
+		replicas = append(replicas, n)
+	}
+	if len(masters) != c.masters {
+		return nil, fmt.Errorf("%d masters, want %d", len(masters), c.masters)
+	}
+	ordered := slices.Clone(masters)
+	for _, m := range masters {
+		i := slices.IndexFunc(replicas, func(r *Server) bool { return strings.HasSuffix(m.addr, ":"+of[r.addr]) })
+		if i < 0 {
+			return nil, fmt.Errorf("%s: no replica", m.addr)
+		}
+		ordered = append(ordered, replicas[i])
+	}
+	return ordered, nil
 }
 
 // waitOK polls CLUSTER INFO on every node, with a backoff from 10 ms to
@@ -164,8 +240,8 @@ func (c *Cluster) Addrs() []string {
 	return a
 }
 
-// Servers returns the nodes, every one a master, in the order of Addrs:
-// for a Meter of the whole cluster. The nodes of SharedCluster must not be
+// Servers returns the nodes, in the order of Addrs: for a Meter of the
+// whole cluster. The nodes of SharedCluster must not be
 // killed, stopped or restarted (their Kill and Stop panic).
 func (c *Cluster) Servers() []*Server { return slices.Clone(c.nodes) }
 

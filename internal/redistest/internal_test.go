@@ -86,7 +86,7 @@ func TestStartFailure(t *testing.T) {
 // TestClusterTooFew checks that a cluster of fewer masters than Redis
 // Cluster takes is refused, with a reason, before any server starts.
 func TestClusterTooFew(t *testing.T) {
-	c, err := newCluster(2)
+	c, err := newCluster(2, 0)
 	if err == nil {
 		c.discard()
 		t.Fatal("newCluster(2) formed a cluster")

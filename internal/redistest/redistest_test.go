@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,6 +262,39 @@ func TestNewClusterN(t *testing.T) {
 		n, err := s.Client(t).DBSize(ctx).Result()
 		if err != nil || n == 0 {
 			t.Errorf("master %s holds %d of 40 keys (%v), want some", s.Addr(), n, err)
+		}
+	}
+}
+
+// TestNewClusterReplicated checks that nodes 0 to 2 are masters and node
+// 3+i is master i's replica, holding what master i holds.
+func TestNewClusterReplicated(t *testing.T) {
+	t.Parallel()
+	cl := redistest.NewClusterReplicated(t)
+	nodes := cl.Servers()
+	if len(nodes) != 6 {
+		t.Fatalf("NewClusterReplicated has %d nodes, want 6", len(nodes))
+	}
+	ctx := context.Background()
+	cc := cl.Client(t)
+	for i := range 40 {
+		if err := cc.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		m, r := nodes[i].Client(t), nodes[3+i].Client(t)
+		if err := m.Do(ctx, "WAIT", 1, 2000).Err(); err != nil {
+			t.Fatal(err)
+		}
+		role, err := r.Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) < 3 || role[0] != "slave" || fmt.Sprint(role[2]) != strings.TrimPrefix(nodes[i].Addr(), "127.0.0.1:") {
+			t.Fatalf("node %d: ROLE = %v, %v; want a replica of node %d (%s)", 3+i, role, err, i, nodes[i].Addr())
+		}
+		mn, _ := m.DBSize(ctx).Result()
+		rn, _ := r.DBSize(ctx).Result()
+		if mn == 0 || mn != rn {
+			t.Errorf("master %d holds %d keys, its replica %d", i, mn, rn)
 		}
 	}
 }
