@@ -55,6 +55,66 @@ func TestChaosClusterMasterReplaced(t *testing.T) {
 	}
 }
 
+// TestChaosClusterReplicaPromoted: a master of a Redis Cluster with
+// replicas is killed (SIGKILL); once its replica is promoted (about the
+// node timeout, 2 s, later), the store decides that master's keys again
+// within 2 s (issue 28 item 3), and from the state the replica holds: a
+// key spent before the kill stays spent.
+func TestChaosClusterReplicaPromoted(t *testing.T) {
+	cl := redistest.NewClusterReplicated(t)
+	c := cl.Client(t)
+	s := newStore(t, c)
+	p := algo.MustParsePolicy("token-bucket 2/1h")
+	tb, err := s.Table("api", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, keys := clusterKeys(t, c, cl, s, p, 0, 8)
+	for _, k := range keys {
+		if d, err := tb.Decide(ctx, k, 0, 2); err != nil || !d.Allowed {
+			t.Fatalf("spending %q: %+v, %v", k, d, err)
+		}
+	}
+	master := cl.Servers()[0].Client(t)
+	if n, err := master.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("Redis: WAIT for the replica: %d, %v", n, err)
+	}
+	cl.Kill(0)
+	killed := time.Now()
+	promoted := waitPromoted(t, cl.Servers()[3].Client(t))
+	t.Logf("replica promoted %v after the kill", promoted.Sub(killed).Round(time.Millisecond))
+	for i := 0; ; i++ {
+		cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond) // a request's budget
+		d, err := tb.Decide(cctx, keys[i%len(keys)], 0, 1)
+		cancel()
+		if err == nil && d.Allowed {
+			t.Fatalf("%q, spent before the kill, admitted by the promoted replica", keys[i%len(keys)])
+		}
+		if err == nil {
+			t.Logf("decided again %v after the promotion", time.Since(promoted).Round(time.Millisecond))
+			return
+		}
+		if time.Since(promoted) > 2*time.Second {
+			t.Fatalf("a key of the dead master's slots still fails 2 s after its replica was promoted: %v", err)
+		}
+	}
+}
+
+// waitPromoted polls the replica r every 20 ms until it says it is a
+// master, and returns when it first said so; it fails t after 30 s.
+func waitPromoted(t *testing.T, r *redis.Client) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if info, err := r.Info(ctx, "replication").Result(); err == nil && strings.Contains(info, "role:master\r\n") {
+			return time.Now()
+		}
+		time.Sleep(20 * time.Millisecond) // polls a real failover: no time to make pass
+	}
+	t.Fatal("Redis Cluster: the replica of the killed master was not promoted within 30 s")
+	return time.Time{}
+}
+
 // takeOver gives every slot of the master at from to the master at to,
 // and tells the master at other, as a failover would, after deleting
 // from's keys (a master gives up only a slot it holds no keys of).
