@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/internal/redistest"
 )
 
@@ -100,14 +102,15 @@ Run 'floodgate COMMAND -h' for a command's usage.
 	}
 }
 
-// The binary built from this tree names its commit (go build records
-// the VCS state, in a clone) and its Go version; the module version of a
-// source tree is "(devel)".
+// The binary built from this tree names floodgate.Version, its commit (go
+// build records the VCS state, in a clone) and its Go version; a source
+// tree's module version, "(devel)", is not printed.
 func TestVersion(t *testing.T) {
+	want := regexp.MustCompile(`^floodgate ` + regexp.QuoteMeta(floodgate.Version) + `( commit [0-9a-f]{12} \S+( \(modified\))?)? go1\.\d+\S*$`)
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		out, err := exec.Command(floodgateBinary(t), args...).CombinedOutput()
 		line := strings.TrimSpace(string(out))
-		if err != nil || !regexp.MustCompile(`^floodgate \S+( commit [0-9a-f]{12} \S+( \(modified\))?)? go1\.\d+`).MatchString(line) {
+		if err != nil || !want.MatchString(line) {
 			t.Errorf("floodgate %s: %v %q", args[0], err, line)
 		}
 		// Go records no commit in a git worktree, nor outside a repository.
@@ -119,5 +122,20 @@ func TestVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"version", "x"}, strings.NewReader(""), &stdout, &stderr); code != exitUsage {
 		t.Errorf("version x: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// A binary that go install built from a tag or a commit names that module
+// version beside floodgate.Version, unless they are the same.
+func TestVersionLineModule(t *testing.T) {
+	for _, c := range []struct{ module, want string }{
+		{"(devel)", "floodgate " + floodgate.Version + " go1.26.0"},
+		{floodgate.Version, "floodgate " + floodgate.Version + " go1.26.0"},
+		{"v0.0.0-20261128101500-0123456789ab", "floodgate " + floodgate.Version + " (module v0.0.0-20261128101500-0123456789ab) go1.26.0"},
+	} {
+		bi := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: c.module}}
+		if got := versionLine(bi); got != c.want {
+			t.Errorf("module %s: %q, want %q", c.module, got, c.want)
+		}
 	}
 }

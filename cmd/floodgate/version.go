@@ -3,14 +3,18 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"runtime/debug"
+
+	"github.com/floodgate/floodgate"
 )
 
 const versionUsage = `Usage: floodgate version
 
-Version prints the module version floodgate was built from (v1.2.3, or
-(devel) for a build from a source tree), the commit and its time when the
-build recorded them, and the Go version, one line:
+Version prints floodgate's release (floodgate.Version: v1.2.3, or
+v1.3.0-dev between releases), the module version when go install built it
+from another, the commit and its time when the build recorded them, and
+the Go version, on one line:
 
   floodgate v1.2.3 commit 0123456789ab 2026-11-25T10:00:00Z (modified) go1.26.8
 `
@@ -27,7 +31,7 @@ func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		fmt.Fprintln(stdout, "floodgate (no build information)")
+		fmt.Fprintln(stdout, "floodgate", floodgate.Version, runtime.Version())
 		return exitOK
 	}
 	fmt.Fprintln(stdout, versionLine(bi))
@@ -36,7 +40,10 @@ func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 // versionLine is version's line for the build bi.
 func versionLine(bi *debug.BuildInfo) string {
-	line := "floodgate " + bi.Main.Version
+	line := "floodgate " + floodgate.Version
+	if v := bi.Main.Version; v != "" && v != "(devel)" && v != floodgate.Version {
+		line += " (module " + v + ")"
+	}
 	var rev, at, modified string
 	for _, s := range bi.Settings {
 		switch s.Key {
