@@ -1,6 +1,9 @@
 package server
 
 import (
+	"runtime"
+
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/envoyrls"
 	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/prommetrics"
@@ -63,8 +66,20 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 	}
 	reg.MustRegister(m.limits, m.requests, m.latency, m.inFlight, m.reloads, m.reloadOK, m.snapshots, m.snapshotAge,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		buildInfo(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// buildInfo is floodgate_build_info, always 1, labelled with
+// floodgate.Version and the Go version it was built with.
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "floodgate_build_info",
+		Help:        "Always 1, labelled with floodgate's release (version) and the Go version that built it (goversion).",
+		ConstLabels: prometheus.Labels{"version": floodgate.Version, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }
 
 // registerStore adds the counts of the store (label main) and of the

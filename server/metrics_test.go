@@ -1,7 +1,11 @@
 package server
 
 import (
+	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/floodgate/floodgate"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -37,4 +41,16 @@ func metricValue(t *testing.T, reg prometheus.Gatherer, name string, labels ...s
 	}
 	t.Fatalf("no %s%q", name, labels)
 	return 0
+}
+
+// A live /metrics names the release and the Go version it runs.
+func TestBuildInfo(t *testing.T) {
+	r := startRun(t, Options{SnapshotFile: "off"})
+	want := `floodgate_build_info{goversion="` + runtime.Version() + `",version="` + floodgate.Version + `"} 1`
+	if m := scrape(t, r); !strings.Contains(m, want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	if err := r.stop(t); err != nil {
+		t.Errorf("Run: %v", err)
+	}
 }

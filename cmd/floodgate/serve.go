@@ -114,7 +114,8 @@ Operations (on --metrics; keep it private, or set ops.auth and ops.tls):
                   floodgate_snapshot_writes_total{result},
                   floodgate_envoy_requests_total{result},
                   floodgate_envoy_from_memory_total,
-                  floodgate_deny_cache_{hits,fills,invalidations,...}, Go and process
+                  floodgate_deny_cache_{hits,fills,invalidations,...},
+                  floodgate_build_info{version,goversion}, Go and process
   GET /healthz    200 while the process runs
   GET /readyz     200 when the store answers a peek, 503 otherwise and
                   while shutting down
