@@ -8,7 +8,11 @@ FUZZTIME ?= 30s
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEADCODE ?= $(GO) run golang.org/x/tools/cmd/deadcode@v0.52.0
 
-.PHONY: test check-go vet lint redis build image fuzz bench chaos
+# floodgate's release, from its one place (floodgate.Version in version.go): `make -s version` prints it,
+# for `docker build --build-arg VERSION=...` (deploy/Dockerfile); make image's mkimage reads the constant itself.
+VERSION := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' version.go)
+
+.PHONY: test check-go vet lint redis build image version fuzz bench chaos
 
 ## test: vet, gofmt, lint, and every test with the race detector, the Redis tests against real
 ## redis-servers; then the bench module's tests (the middleware's loopback load test among them) and
@@ -69,9 +73,13 @@ build: check-go
 	$(GO) build -buildvcs=auto ./cmd/floodgate
 
 ## image: floodgate's container image, without a Docker daemon (deploy/cmd/mkimage): a static binary,
-## user 65532, into floodgate-image.tar for `docker load -i` or `podman load -i` (IMAGE_ARCH: another GOARCH)
+## user 65532, labelled with floodgate.Version, into floodgate-image.tar for `docker load -i` or `podman load -i` (IMAGE_ARCH: another GOARCH)
 image: check-go
 	cd deploy && GOROOT=$$($(GO) env GOROOT) $(GO) run ./cmd/mkimage -root .. -tar ../floodgate-image.tar $(if $(IMAGE_ARCH),-arch $(IMAGE_ARCH))
+
+## version: floodgate's release (floodgate.Version), for the Dockerfile's VERSION build argument
+version:
+	@echo $(VERSION)
 
 ## fuzz: each fuzz target for FUZZTIME (the seed corpora also run in `make test`)
 fuzz: check-go

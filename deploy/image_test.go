@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/deploy/image"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -75,7 +77,7 @@ func buildAndUnpack(tmp, rootfs string) (int64, *v1.ConfigFile, error) {
 	if _, err := os.Stat(certs); err != nil {
 		certs = ""
 	}
-	img, err := image.Build(image.Options{Binary: bin, Arch: runtime.GOARCH, CACerts: certs})
+	img, err := image.Build(image.Options{Binary: bin, Arch: runtime.GOARCH, CACerts: certs, Version: floodgate.Version})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -231,11 +233,46 @@ func TestDockerfile(t *testing.T) {
 	if len(users) != 1 || users[0][1] != image.User {
 		t.Errorf("the Dockerfile's USER lines %q, want one, USER %s", users, image.User)
 	}
+	if got, want := dockerfileLabels(text), image.Labels("${VERSION}"); !maps.Equal(got, want) {
+		t.Errorf("the Dockerfile's labels %q, want %q (as make image's image has them, the version from the build argument)", got, want)
+	}
+	if !regexp.MustCompile(`(?m)^FROM scratch\nARG VERSION(=\S*)?$`).MatchString(text) {
+		t.Errorf("the Dockerfile's last stage does not begin with ARG VERSION, which its version label uses")
+	}
 	wantEntry := `ENTRYPOINT ["` + image.Binary + `"]`
 	wantCmd := `CMD ["` + strings.Join(image.DefaultArgs, `", "`) + `"]`
 	for _, want := range []string{wantEntry, wantCmd} {
 		if !strings.Contains(text, "\n"+want+"\n") {
 			t.Errorf("the Dockerfile lacks %s (as make image's image has it)", want)
 		}
+	}
+}
+
+// dockerfileLabels are the key="value" pairs of text's LABEL instructions.
+func dockerfileLabels(text string) map[string]string {
+	text = strings.ReplaceAll(text, "\\\n", " ")
+	labels := map[string]string{}
+	for _, line := range regexp.MustCompile(`(?m)^LABEL (.*)$`).FindAllStringSubmatch(text, -1) {
+		for _, kv := range regexp.MustCompile(`(\S+)="([^"]*)"`).FindAllStringSubmatch(line[1], -1) {
+			labels[kv[1]] = kv[2]
+		}
+	}
+	return labels
+}
+
+// The image make image builds names floodgate's release and license.
+func TestImageLabels(t *testing.T) {
+	_, cfg, _ := builtImage(t)
+	if got, want := cfg.Config.Labels, image.Labels(floodgate.Version); !maps.Equal(got, want) {
+		t.Errorf("the image's labels %q, want %q", got, want)
+	}
+}
+
+// make -s version, the Dockerfile's VERSION build argument, prints
+// floodgate.Version.
+func TestMakeVersion(t *testing.T) {
+	out, err := exec.Command("make", "-s", "--no-print-directory", "-C", "..", "version").Output()
+	if got := strings.TrimSpace(string(out)); err != nil || got != floodgate.Version {
+		t.Errorf("make -s version: %v %q, want %q", err, got, floodgate.Version)
 	}
 }

@@ -69,6 +69,21 @@ type Options struct {
 	// CACerts is a bundle of CA certificates (PEM) to put at CACertPath;
 	// "" means none.
 	CACerts string
+	// Version is the image's org.opencontainers.image.version label,
+	// floodgate.Version for a build of this tree.
+	Version string
+}
+
+// Labels are the image's OCI annotations for floodgate's release version.
+// The Dockerfile beside this package sets the same, its version from the
+// build argument VERSION (`make -s version` prints floodgate.Version).
+func Labels(version string) map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":    "floodgate",
+		"org.opencontainers.image.source":   "https://github.com/floodgate/floodgate",
+		"org.opencontainers.image.licenses": "Apache-2.0",
+		"org.opencontainers.image.version":  version,
+	}
 }
 
 // BuildBinary cross-builds ./cmd/floodgate of the module in root for
@@ -115,7 +130,7 @@ func Build(o Options) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", o.Arch
 	cf.Created = v1.Time{Time: time.Unix(0, 0).UTC()}
-	cf.Config = imageConfig()
+	cf.Config = imageConfig(o.Version)
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return nil, fmt.Errorf("image: writing the config: %w", err)
@@ -123,8 +138,8 @@ func Build(o Options) (v1.Image, error) {
 	return img, nil
 }
 
-// imageConfig is how the image runs.
-func imageConfig() v1.Config {
+// imageConfig is how the image of floodgate's release version runs.
+func imageConfig(version string) v1.Config {
 	ports := make(map[string]struct{}, len(ExposedPorts))
 	for _, p := range ExposedPorts {
 		ports[p] = struct{}{}
@@ -136,10 +151,7 @@ func imageConfig() v1.Config {
 		WorkingDir:   StateDir,
 		Env:          []string{"PATH=/", "SSL_CERT_FILE=" + CACertPath},
 		ExposedPorts: ports,
-		Labels: map[string]string{
-			"org.opencontainers.image.title":  "floodgate",
-			"org.opencontainers.image.source": "https://github.com/floodgate/floodgate",
-		},
+		Labels:       Labels(version),
 	}
 }
 

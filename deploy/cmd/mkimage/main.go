@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/deploy/image"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -39,6 +40,7 @@ func run(args []string) error {
 	layoutDir := fs.String("layout", "", "write the image as an OCI image layout in this directory")
 	tag := fs.String("tag", "floodgate:latest", "the tarball's tag")
 	certs := fs.String("ca-certs", image.CACertPath, "CA certificates to include (\"\" for none; skipped when missing)")
+	version := fs.String("version", floodgate.Version, "the image's org.opencontainers.image.version label")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,7 +60,7 @@ func run(args []string) error {
 	if err := image.BuildBinary(context.Background(), *root, *arch, bin); err != nil {
 		return err
 	}
-	img, err := image.Build(image.Options{Binary: bin, Arch: *arch, CACerts: *certs})
+	img, err := image.Build(image.Options{Binary: bin, Arch: *arch, CACerts: *certs, Version: *version})
 	if err != nil {
 		return err
 	}
