@@ -431,22 +431,23 @@ func TestServeUsage(t *testing.T) {
 	}
 }
 
-// readmeCalls makes the README's curl calls of the service's API, as
-// written, against p, the first run they follow: each must succeed.
+// readmeCalls makes the guide's curl calls of the service's API (they
+// were the README's), as written, against p, the first run they follow:
+// each must succeed.
 func readmeCalls(t *testing.T, p *serveProc) {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/guide.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := strings.ReplaceAll(string(readme), "\\\n", "")
 	calls := regexp.MustCompile(`curl -s -d '([^']*)'\s+http://127\.0\.0\.1:8080(/v1/\w+)`).FindAllStringSubmatch(text, -1)
 	if len(calls) < 4 {
-		t.Fatalf("the README has %d curl calls of the API, want at least 4", len(calls))
+		t.Fatalf("docs/guide.md has %d curl calls of the API, want at least 4", len(calls))
 	}
 	for _, c := range calls {
 		if code, d := call(t, "POST", p.url(c[2]), c[1]); code != 200 && code != 204 {
-			t.Errorf("the README's POST %s %s: %d %v", c[2], c[1], code, d)
+			t.Errorf("docs/guide.md's POST %s %s: %d %v", c[2], c[1], code, d)
 		}
 	}
 }
