@@ -118,8 +118,8 @@ func (l *Limiter) newTimer(d time.Duration) clock.Timer {
 // Allow is shorthand for AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 	// decision, inlined by hand, which the compiler does not do: the
-	// hottest path saves a call and a copy of the Decision (the README
-	// has the figures).
+	// hottest path saves a call and a copy of the Decision
+	// (docs/benchmarks.md has the figures).
 	ad, err := l.table.Decide(ctx, key, l.now(), 1)
 	if l.obs != nil {
 		return l.observed(ad, err)
@@ -184,7 +184,7 @@ func (l *Limiter) decision(ad algo.Decision, err error) (Decision, error) {
 
 // observed is decision for a limiter with an Observer, which it tells. It
 // is apart, and out of line, so that the paths without one stay as short
-// as before (the README has the figures).
+// as before (docs/benchmarks.md has the figures).
 //
 //go:noinline
 func (l *Limiter) observed(ad algo.Decision, err error) (d Decision, _ error) {
@@ -199,7 +199,7 @@ func (l *Limiter) observed(ad algo.Decision, err error) (d Decision, _ error) {
 
 // admitted is report for an admission, whose RetryAfter is always 0: the
 // hottest path, which building the Decision from constants keeps faster
-// (the README has the figures).
+// (docs/benchmarks.md has the figures).
 func (l *Limiter) admitted(ad algo.Decision) Decision {
 	return Decision{Allowed: true, Remaining: ad.Remaining, ResetAfter: ad.ResetAfter, policy: &l.policy}
 }
@@ -207,8 +207,8 @@ func (l *Limiter) admitted(ad algo.Decision) Decision {
 // plainDenial is the Decision of a denial without an error, outside
 // dry-run mode: built in place, as admitted is, since going through
 // denial costs a flood of denials a quarter of its time, and report,
-// which copies Allowed rather than building it false, 14% (the README
-// and the commit that added it have the figures).
+// which copies Allowed rather than building it false, 14% (the commit
+// that added it has the figures).
 func (l *Limiter) plainDenial(ad algo.Decision) Decision {
 	return Decision{Remaining: ad.Remaining, RetryAfter: ad.RetryAfter, ResetAfter: ad.ResetAfter, policy: &l.policy}
 }

@@ -22,7 +22,7 @@
 // the clock per decision and keeps per-key state in memory must. Issue
 // 19's goals for the memory store, 0.45x x/time/rate's time on 1,000,000
 // keys and at most 10 ns above the clock on one key, sit at this floor
-// (the README has the figures).
+// (docs/benchmarks.md has the figures).
 //
 // BenchmarkRedis compares the limiters that keep their state in Redis
 // (RedisPeers) on one redis-server that it starts itself (package

@@ -8,7 +8,8 @@ import (
 
 // Coarse is a clock for the hottest paths: a goroutine reads the real clock
 // every resolution and stores the time, so that reading a Coarse costs one
-// atomic load instead of a clock read (the README has the figures).
+// atomic load instead of a clock read (docs/guide.md, "In Go", has the
+// figures).
 //
 // The price is exactness. A Coarse reads up to resolution behind the real
 // clock (more if its goroutine is not scheduled in time), so intervals

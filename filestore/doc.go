@@ -204,7 +204,7 @@
 // commits, a file replaced); package prommetrics exports them. A cached
 // denial costs a stat of the path and a read of the meta pages through a
 // mapping of the file's first two pages (shared with every process's
-// writes), and no lock; the README has the figures measured
+// writes), and no lock; docs/benchmarks.md has the figures measured
 // (BenchmarkDenied).
 //
 // # Cost
@@ -214,5 +214,6 @@
 // and close. Calls from many goroutines share transactions, so under
 // concurrency a decision costs a fraction of a commit. The disk's fsync
 // bounds it all: where an fsync takes milliseconds (a spinning disk), so
-// does a decision. The README has the figures measured (BenchmarkDecide).
+// does a decision. docs/benchmarks.md has the figures measured
+// (BenchmarkDecide).
 package filestore

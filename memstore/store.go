@@ -15,8 +15,8 @@ import (
 )
 
 // DefaultMaxKeys is the number of keys a memory store holds per limiter
-// when New is given 0: tens of megabytes of token-bucket state (the
-// README has the size of a key, measured by the bench module).
+// when New is given 0: tens of megabytes of token-bucket state
+// (docs/benchmarks.md has the size of a key, measured by the bench module).
 const DefaultMaxKeys = 1 << 20
 
 // DefaultMaxBytes is the memory a store holds at most when New is given

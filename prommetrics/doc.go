@@ -62,7 +62,7 @@
 // Observer adds an interface call, a random stripe and an atomic add:
 // admissions and denials are counted in 32 stripes, each on its own cache
 // line, so that goroutines on many cores seldom contend; a scrape sums
-// them. The README has the figures.
+// them. docs/benchmarks.md has the figures.
 //
 // # OpenTelemetry
 //

@@ -131,7 +131,7 @@
 // package storeurl's clients have), else on a sender started for it, so
 // that its caller can leave at its deadline (two hand-offs between
 // goroutines, which a lone caller feels: give the store such a client for
-// the fastest lone calls; the README has the figures).
+// the fastest lone calls; docs/benchmarks.md has the figures).
 // The store keeps no goroutine of its own: a sender ends once no call
 // waits and its last script call is done (answered, or given up by the
 // client). It bounds the calls waiting (10,000, then ErrOverloaded). A
@@ -143,8 +143,8 @@
 // cost Redis and the client less than a value per number. A lone decision
 // on a token or leaky bucket or a fixed window, the commonest operation,
 // runs in the script on local numbers, without the tables of the general
-// path, which costs Redis markedly less time per decision (the README's
-// "On Redis" has the figures).
+// path, which costs Redis markedly less time per decision
+// (docs/benchmarks.md has the figures).
 //
 // Store.ApplyEach (through floodgate.AllowEach) carries many
 // independent operations, each decided as if alone, in one call of up to
@@ -283,7 +283,8 @@
 //
 // The invalidation window is the time between another process's write
 // and this store dropping the entry: one trip of a push from Redis to
-// this process (the README's "Cached denials" has the figures). A
+// this process (docs/benchmarks.md, "The Redis deny cache", has the
+// figures). A
 // decision in it is the one Redis would have made just before the write,
 // as if the two had crossed on the wire.
 //

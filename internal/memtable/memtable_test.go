@@ -297,7 +297,7 @@ func TestLongKeysSharingHashBits(t *testing.T) {
 }
 
 // TestSlotBytes checks the size of a slot, which the memory store's bytes
-// per key (in the README) follow.
+// per key (in docs/benchmarks.md) follow.
 func TestSlotBytes(t *testing.T) {
 	if n := unsafe.Sizeof(slot{}); n != 24 {
 		t.Fatalf("a slot takes %d bytes, want 24", n)
