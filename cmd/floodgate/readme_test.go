@@ -229,3 +229,28 @@ func (rr *recipeRun) shell(t *testing.T, text string) string {
 	}
 	return string(out)
 }
+
+// Every relative link of the README, the CHANGELOG and the docs names a
+// file or directory that exists.
+func TestDocLinks(t *testing.T) {
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, doc := range append(docs, "../../README.md", "../../CHANGELOG.md") {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(data), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(doc), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", strings.TrimPrefix(doc, "../../"), m[1])
+			}
+		}
+	}
+}
