@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/suggest"
 )
 
 // Config is a set of envoyproxy/ratelimit configuration files, one domain
@@ -639,7 +640,7 @@ func (p *parser) mapping(n *yaml.Node, what string, allowed []string) []keyValue
 		}
 		if allowed != nil && !slices.Contains(allowed, k.Value) {
 			msg := fmt.Sprintf("config error, unknown key '%s' in %s", k.Value, what)
-			if s := suggest(k.Value, allowed); s != "" {
+			if s := suggest.Closest(k.Value, allowed); s != "" {
 				msg += fmt.Sprintf(" (did you mean '%s'?)", s)
 			}
 			p.fail(k, "%s", msg)
@@ -802,39 +803,4 @@ func describe(n *yaml.Node) string {
 		v = v[:40] + "..."
 	}
 	return strconv.Quote(v)
-}
-
-// suggest returns the allowed key nearest to key, if it is near enough
-// to be a typo.
-func suggest(key string, allowed []string) string {
-	best, bestDist := "", 3
-	for _, a := range allowed {
-		if d := editDistance(strings.ToLower(key), a); d < bestDist {
-			best, bestDist = a, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return math.MaxInt
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
