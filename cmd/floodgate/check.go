@@ -146,7 +146,7 @@ func parseCheckArgs(args []string) (*checkOptions, error) {
 	fs.StringVar(&o.nowText, "now", "", "")
 	fs.BoolVar(&o.asJSON, "json", false, "")
 	fs.BoolVar(&o.reset, "reset", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	o.args = fs.Args()

@@ -290,7 +290,7 @@ func TestCheckUsageErrors(t *testing.T) {
 		{[]string{"--policy", "nope 1/1s", "k"}, `--policy: invalid policy`},
 		{[]string{"--policy", "token-bucket 1/1s", "--limit", "k=token-bucket 1/1s", "k"}, "not both"},
 		{[]string{"--limit", "k"}, `"k" is not KEY=POLICY`},
-		{[]string{"--limit", "k=token-bucket"}, `invalid value "k=token-bucket" for flag -limit`},
+		{[]string{"--limit", "k=token-bucket"}, `--limit: "k=token-bucket"`},
 		{[]string{"--limit", "k=token-bucket 1/1s", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--limit", "k=token-bucket 1/1s", "--limit", "k=token-bucket 1/1s"}, "given twice"},
 		{[]string{"--policy", "token-bucket 1/1s", "--cost", "-1", "k"}, "cannot be negative"},

@@ -130,7 +130,7 @@ func parseClientArgs(args []string) (*clientOptions, error) {
 		return nil, flag.ErrHelp
 	case "check", "reset", "policies":
 	default:
-		return nil, fmt.Errorf("unknown subcommand %q: want check, reset or policies", o.sub)
+		return nil, fmt.Errorf("unknown subcommand %q%s: want check, reset or policies", o.sub, didYouMean(o.sub, []string{"check", "reset", "policies"}))
 	}
 	fs := flag.NewFlagSet("client "+o.sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors and usage are printed by runClient
@@ -145,7 +145,7 @@ func parseClientArgs(args []string) (*clientOptions, error) {
 	fs.StringVar(&o.certFile, "cert-file", "", "")
 	fs.StringVar(&o.keyFile, "key-file", "", "")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return nil, err
 	}
 	if err := o.validate(fs.Args()); err != nil {

@@ -137,7 +137,7 @@ func TestClientMaxWait(t *testing.T) {
 		want string
 	}{
 		{[]string{"--max-wait", "-1s"}, "--max-wait -1s: a wait cannot be negative"},
-		{[]string{"--max-wait", "soon"}, `invalid value "soon" for flag -max-wait`},
+		{[]string{"--max-wait", "soon"}, `--max-wait: "soon" is not a duration`},
 	} {
 		if r := check(c.args...); r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, r.code, r.stderr, c.want)

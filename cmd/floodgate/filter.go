@@ -190,7 +190,7 @@ func parseFilterArgs(args []string) (*filterOptions, error) {
 	fs.IntVar(&o.top, "top", 10, "")
 	fs.DurationVar(&o.maxDelay, "max-delay", 0, "")
 	fs.StringVar(&o.storeURL, "store", "memory", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {

@@ -168,7 +168,7 @@ func TestFilterUsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "--policy POLICY or --global POLICY is required"},
-		{[]string{"--policy", "nope 1/1s"}, `invalid value "nope 1/1s" for flag -policy`},
+		{[]string{"--policy", "nope 1/1s"}, `--policy: invalid policy "nope 1/1s"`},
 		{[]string{"--policy", "sliding-log 1/1s", "file"}, `unexpected argument "file"`},
 		{[]string{"--policy", "sliding-log 1/1s", "--key-field", "1", "--key-regex", "x"}, "not both"},
 		{[]string{"--policy", "sliding-log 1/1s", "--key-field", "-1"}, "fields count from 1"},
@@ -177,7 +177,7 @@ func TestFilterUsageErrors(t *testing.T) {
 		{[]string{"--global", "sliding-log 1/1s", "--key-field", "2"}, "there is none"},
 		{[]string{"--policy", "sliding-log 1/1s", "--top", "-1"}, "--top -1"},
 		{[]string{"--policy", "sliding-log 1/1s", "--max-delay", "-1s"}, "--max-delay -1s: a delay cannot be negative"},
-		{[]string{"--policy", "sliding-log 1/1s", "--max-delay", "5"}, `invalid value "5" for flag -max-delay`},
+		{[]string{"--policy", "sliding-log 1/1s", "--max-delay", "5"}, `--max-delay: "5" is not a duration; write it with a unit, e.g. 5s`},
 		{[]string{"--policy", "sliding-log 1/1s", "--store", "mongodb://x"}, "--store:"},
 		{[]string{"--policy", "sliding-log 1/1s", "--refused", "/nonexistent/dir/f"}, "--refused:"},
 	} {

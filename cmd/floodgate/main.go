@@ -24,6 +24,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/floodgate/floodgate/internal/suggest"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -72,8 +74,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return c.run(args[1:], stdin, stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "floodgate: unknown command %q\n\n%s", args[0], usage())
+	fmt.Fprintf(stderr, "floodgate: unknown command %q%s\n\n%s", args[0], didYouMean(args[0], commandNames()), usage())
 	return exitUsage
+}
+
+// commandNames returns the names of the commands.
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return names
+}
+
+// didYouMean returns "; did you mean "NAME"?" with the name of known
+// closest to name, or "" when none is close.
+func didYouMean(name string, known []string) string {
+	if s := suggest.Closest(name, known); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
 }
 
 func usage() string {

@@ -64,7 +64,7 @@ func TestRun(t *testing.T) {
 		stderrPart string
 	}{
 		{"no arguments", nil, exitUsage, "", "Usage: floodgate COMMAND"},
-		{"unknown command", []string{"simulat"}, exitUsage, "", "floodgate: unknown command \"simulat\"\n\nUsage: floodgate COMMAND"},
+		{"unknown command", []string{"simulat"}, exitUsage, "", "floodgate: unknown command \"simulat\"; did you mean \"simulate\"?\n\nUsage: floodgate COMMAND"},
 		{"help", []string{"help"}, exitOK, usage(), ""},
 		{"-h", []string{"-h"}, exitOK, usage(), ""},
 		{"--help", []string{"--help"}, exitOK, usage(), ""},

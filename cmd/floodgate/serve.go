@@ -346,7 +346,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.DurationVar(&o.watchEvery, "watch-interval", server.DefaultWatchInterval, "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.StringVar(&o.logLevel, "log-level", "info", "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {

@@ -398,7 +398,7 @@ func TestServeUsage(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{"--nope"}, nil, "flag provided but not defined: -nope"},
+		{[]string{"--nope"}, nil, "unknown flag --nope"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 		{[]string{"--log-format", "xml"}, nil, `--log-format "xml"`},
 		{[]string{"--log-level", "loud"}, nil, `--log-level "loud"`},

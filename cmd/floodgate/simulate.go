@@ -196,7 +196,7 @@ func parseSimulateArgs(args []string) (*simulateOptions, error) {
 	fs.IntVar(&o.top, "top", 0, "")
 	fs.BoolVar(&o.quiet, "q", false, "")
 	fs.BoolVar(&o.quiet, "quiet", false, "")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	o.set, o.args = givenFlags(fs), fs.Args()

@@ -125,17 +125,17 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{"--plot with an unknown extension", []string{"--plot", "run.gif"}, `--plot "run.gif": unknown picture format ".gif" (want a .svg or .png file)`},
 		{"--plot without an extension", []string{"--plot", "run"}, `--plot "run": no extension (want a .svg or .png file)`},
 		{"--plot empty", []string{"--plot="}, `--plot "": no extension (want a .svg or .png file)`},
-		{"--plot without a value", []string{"--plot"}, "flag needs an argument: -plot"},
+		{"--plot without a value", []string{"--plot"}, "--plot needs a value"},
 		{"--plot-keys 0", []string{"--plot", "a.svg", "--plot-keys", "0"}, "--plot-keys 0: want 1 to 50"},
 		{"--plot-keys -1", []string{"--plot", "a.svg", "--plot-keys=-1"}, "--plot-keys -1: want 1 to 50"},
 		{"--plot-keys 51", []string{"--plot", "a.svg", "--plot-keys", "51"}, "--plot-keys 51: want 1 to 50"},
-		{"--plot-keys not a number", []string{"--plot", "a.svg", "--plot-keys", "four"}, `invalid value "four" for flag -plot-keys: parse error`},
+		{"--plot-keys not a number", []string{"--plot", "a.svg", "--plot-keys", "four"}, `--plot-keys: "four" is not a whole number`},
 		{"--plot-keys without --plot", []string{"--plot-keys", "3"}, "--plot-keys is for --plot"},
 		{"--input-format unknown", []string{"--input-format", "json"}, `--input-format "json": unknown format (want native, clf or combined)`},
 		{"--input-format in capitals", []string{"--input-format", "CLF"}, `--input-format "CLF": unknown format (want native, clf or combined)`},
 		{"--key with the native format", []string{"--key", "host"}, "--key is for --input-format clf and combined (a native trace names its keys)"},
 		{"--key unknown", []string{"--input-format", "clf", "--key", "ip"}, `--key "ip": unknown field (want host, user, request or path)`},
-		{"--summary with a value", []string{"--summary=maybe"}, `invalid boolean value "maybe" for -summary: parse error`},
+		{"--summary with a value", []string{"--summary=maybe"}, `--summary: "maybe" is not true or false`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
