@@ -33,3 +33,20 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		}
 	}
 }
+
+// A FLOODGATE_* variable floodgate does not read is warned about, once,
+// with the closest one it reads; the command runs on.
+func TestUnknownVariablesWarned(t *testing.T) {
+	t.Setenv("FLOODGATE_STOR", "memory")
+	t.Setenv("FLOODGATE_BOGUS", "1")
+	t.Setenv("FLOODGATE_TOKEN", "") // read, so never warned about
+	var stdout, stderr strings.Builder
+	if code := run([]string{"version"}, strings.NewReader(""), &stdout, &stderr); code != exitOK {
+		t.Fatalf("floodgate version = %d, want %d", code, exitOK)
+	}
+	want := "floodgate: warning: $FLOODGATE_BOGUS is not a floodgate setting and is ignored ('floodgate serve -h' lists them)\n" +
+		"floodgate: warning: $FLOODGATE_STOR is not a floodgate setting and is ignored; did you mean $FLOODGATE_STORE?\n"
+	if stderr.String() != want {
+		t.Errorf("standard error:\n%s\nwant:\n%s", stderr.String(), want)
+	}
+}

@@ -55,6 +55,7 @@ var commands = []command{
 
 // run runs the floodgate command line args and returns the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	warnUnknownEnv(stderr)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage())
 		return exitUsage
