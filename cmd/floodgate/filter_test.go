@@ -177,7 +177,7 @@ func TestFilterUsageErrors(t *testing.T) {
 		{[]string{"--global", "sliding-log 1/1s", "--key-field", "2"}, "there is none"},
 		{[]string{"--policy", "sliding-log 1/1s", "--top", "-1"}, "--top -1"},
 		{[]string{"--policy", "sliding-log 1/1s", "--max-delay", "-1s"}, "--max-delay -1s: a delay cannot be negative"},
-		{[]string{"--policy", "sliding-log 1/1s", "--max-delay", "5"}, `--max-delay: "5" is not a duration; write it with a unit, e.g. 5s`},
+		{[]string{"--policy", "sliding-log 1/1s", "--max-delay", "5"}, `--max-delay: "5" is not a duration; write it with a unit, e.g. 5ms or 5s`},
 		{[]string{"--policy", "sliding-log 1/1s", "--store", "mongodb://x"}, "--store:"},
 		{[]string{"--policy", "sliding-log 1/1s", "--refused", "/nonexistent/dir/f"}, "--refused:"},
 	} {

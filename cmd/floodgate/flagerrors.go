@@ -4,11 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/internal/suggest"
+	"github.com/floodgate/floodgate/internal/valuetext"
 )
 
 // parseFlags parses args with fs, as fs.Parse does, but with errors for
@@ -108,37 +108,11 @@ func checkKind(v flag.Value, s string) error {
 	}
 	switch g.Get().(type) {
 	case int, int64, uint, uint64:
-		return checkWhole(s)
+		return valuetext.Whole(s)
 	case time.Duration:
-		return checkDuration(s)
+		return valuetext.Duration(s)
 	case bool:
-		if _, err := strconv.ParseBool(s); err != nil {
-			return fmt.Errorf("%q is not true or false", s)
-		}
+		return valuetext.Bool(s)
 	}
 	return nil
-}
-
-// checkWhole checks that s is a whole number in decimal digits, with an
-// optional sign.
-func checkWhole(s string) error {
-	_, err := strconv.ParseInt(s, 10, 64)
-	switch {
-	case errors.Is(err, strconv.ErrRange):
-		return fmt.Errorf("%q is too large", s)
-	case err != nil:
-		return fmt.Errorf("%q is not a whole number", s)
-	}
-	return nil
-}
-
-// checkDuration checks that s is a duration, such as 500ms or 1m30s.
-func checkDuration(s string) error {
-	if _, err := time.ParseDuration(s); err == nil {
-		return nil
-	}
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return fmt.Errorf("%q is not a duration; write it with a unit, e.g. %ss", s, s)
-	}
-	return fmt.Errorf("%q is not a duration; write a number and a unit (ns, us, ms, s, m, h), e.g. 500ms or 1m30s", s)
 }
