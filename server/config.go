@@ -88,7 +88,10 @@ const (
 // The configuration file, the token file and the TLS key are refused when
 // their group or others may write them (mode bits 022), as ssh refuses an
 // unprotected key.
-// Unknown fields are an error. Only policies, limits, auth and the TLS
+// Unknown fields are an error (with the closest known field), as is a
+// value of the wrong kind, such as a duration without its unit or a
+// fraction for a whole number; the error names the setting and its line.
+// Only policies, limits, auth and the TLS
 // certificates take effect on a reload; the store and snapshot settings,
 // and turning TLS on or off, take a restart.
 type Config struct {
@@ -194,6 +197,9 @@ type SnapshotConfig struct {
 // but does not read the files the configuration names: New and SetConfig
 // do.
 func ParseConfig(data []byte, dir string) (*Config, error) {
+	if err := checkYAML(data); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	c := &Config{}

@@ -488,19 +488,19 @@ store: {fail_mode: local, timeout: 250ms}
 		{"policies: {a: nope}", `policy "a": invalid policy`},
 		{"policies: {'bad name': fixed-window 1/1s}", `policy name "bad name"`},
 		{"policies: {-a: fixed-window 1/1s}", `policy name "-a"`},
-		{"polices: {}", "field polices not found"},
+		{"polices: {}", `unknown field "polices" (line 1); did you mean "policies"?`},
 		{"limits: {max_checks: -1}", "max_checks -1 is negative"},
-		{"limits: {max_body_bytes: lots}", "cannot unmarshal"},
+		{"limits: {max_body_bytes: lots}", `limits.max_body_bytes (line 1): "lots" is not a whole number`},
 		{"store: {fail_mode: sometimes}", `fail_mode "sometimes"`},
 		{"store: {timeout: -1s}", "store.timeout -1s is negative"},
 		{"store: {threshold: -1}", "store.threshold -1 is negative"},
 		{"store: {fail_for: -1s}", "store.fail_for -1s is negative"},
 		{"store: {cooldown: -1ms}", "store.cooldown -1ms is negative"},
-		{"store: {cooldown: soon}", "cannot unmarshal"},
+		{"store: {cooldown: soon}", `store.cooldown (line 1): "soon" is not a duration`},
 		{"snapshot: {interval: -1s}", "snapshot.interval -1s is negative"},
 		{"tls: {cert_file: c}", "both cert_file and key_file"},
 		{"tls: {client_ca_file: c}", "client_ca_file needs"},
-		{"[1, 2]", "cannot unmarshal"},
+		{"[1, 2]", "the configuration (line 1): want settings under it, one NAME: VALUE a line, got a list"},
 	} {
 		_, err := ParseConfig([]byte(c.yaml), dir)
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) {
