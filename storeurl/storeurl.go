@@ -130,6 +130,9 @@ func open(rawURL string, o options) (store.Store, io.Closer, error) {
 		}
 		return s, s, nil
 	case "redis", "rediss", "unix":
+		if err := checkSlashes(scheme, rawURL); err != nil {
+			return nil, nil, err
+		}
 		rest, prefix, err := takePrefix(rawURL)
 		if err != nil {
 			return nil, nil, err
@@ -150,6 +153,9 @@ func open(rawURL string, o options) (store.Store, io.Closer, error) {
 			opts = append(opts, redisstore.WithPrefix(prefix))
 		}
 	default:
+		if isHostPort(rawURL) {
+			return nil, nil, fmt.Errorf("%w: %q has no scheme: for a Redis server, write redis://%s", ErrInvalidURL, rawURL, rawURL)
+		}
 		return nil, nil, fmt.Errorf("%w: %q: want memory, file:PATH, redis://HOST:PORT[/DB], unix:///PATH, redis-cluster://HOST:PORT[,HOST:PORT...] or redis-sentinel://MASTER@HOST:PORT[,...]", ErrInvalidURL, rawURL)
 	}
 	opts = append(append(opts, redisstore.WithDenyCache(o.denyCache)), o.redis...)
@@ -159,6 +165,27 @@ func open(rawURL string, o options) (store.Store, io.Closer, error) {
 		return nil, nil, err
 	}
 	return s, storeAndClient{s, client}, nil
+}
+
+// checkSlashes checks that a redis:, rediss: or unix: URL has the two
+// slashes of its form, which go-redis would otherwise misread (redis:/host
+// as database "host" on localhost).
+func checkSlashes(scheme, raw string) error {
+	if strings.HasPrefix(raw, scheme+"://") {
+		return nil
+	}
+	if scheme == "unix" {
+		return fmt.Errorf("%w: %q: write a unix socket as unix:///PATH (three slashes before an absolute PATH)", ErrInvalidURL, raw)
+	}
+	return fmt.Errorf("%w: %q: write a Redis server as %s://HOST:PORT[/DB], with two slashes", ErrInvalidURL, raw, scheme)
+}
+
+// isHostPort reports whether s is HOST:PORT, a Redis address without its
+// scheme.
+func isHostPort(s string) bool {
+	host, port, ok := strings.Cut(s, ":")
+	_, err := strconv.ParseUint(port, 10, 16)
+	return ok && host != "" && !strings.ContainsAny(host, "/@") && err == nil
 }
 
 // storeAndClient closes a Redis store (its deny cache's connection),

@@ -312,3 +312,21 @@ func TestChaosStalledServer(t *testing.T) {
 		}
 	}
 }
+
+// A Redis URL missing its slashes, or its scheme, says how to write it,
+// rather than go-redis's "invalid database number".
+func TestOpenMistypedRedisURL(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redis:/host", `invalid store URL: "redis:/host": write a Redis server as redis://HOST:PORT[/DB], with two slashes`},
+		{"redis:host:6379", `invalid store URL: "redis:host:6379": write a Redis server as redis://HOST:PORT[/DB], with two slashes`},
+		{"rediss:/host", `invalid store URL: "rediss:/host": write a Redis server as rediss://HOST:PORT[/DB], with two slashes`},
+		{"unix:/tmp/redis.sock", `invalid store URL: "unix:/tmp/redis.sock": write a unix socket as unix:///PATH (three slashes before an absolute PATH)`},
+		{"localhost:6379", `invalid store URL: "localhost:6379" has no scheme: for a Redis server, write redis://localhost:6379`},
+		{"10.0.0.1:6379", `invalid store URL: "10.0.0.1:6379" has no scheme: for a Redis server, write redis://10.0.0.1:6379`},
+	} {
+		_, _, err := storeurl.Open(tc.url)
+		if !errors.Is(err, storeurl.ErrInvalidURL) || err.Error() != tc.want {
+			t.Errorf("Open(%q) = %v, want %s", tc.url, err, tc.want)
+		}
+	}
+}
