@@ -51,8 +51,8 @@ and logs on standard error. SIGTERM or SIGINT shut it down gracefully
 (requests under way finish, then the final snapshot is written; further
 signals are only logged, SIGKILL stops at once); SIGHUP reloads the
 configuration files, as does any change to them. Exit status: 0 after a
-graceful shutdown, 1 when it cannot start or a listener fails, 2 for a bad
-flag.
+graceful shutdown, 2 for a bad flag, store URL or configuration file, 1
+when it cannot start otherwise (an address in use) or a listener fails.
 
 HTTP API (JSON bodies; times in seconds, with up to 9 decimals):
 
@@ -284,9 +284,20 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if env := o.fromEnv(); env != "" {
 			fmt.Fprintf(stderr, "floodgate serve: settings from the environment: %s\n", env)
 		}
-		return exitFailure
+		return serveExitCode(err)
 	}
 	return exitOK
+}
+
+// serveExitCode is the exit code of err, which stopped serve: exitUsage
+// for a store URL or a configuration that cannot be served, as for a bad
+// flag; exitFailure for the rest (a listener, a snapshot, a store that
+// fails).
+func serveExitCode(err error) int {
+	if errors.Is(err, storeurl.ErrInvalidURL) || errors.Is(err, server.ErrInvalidConfig) {
+		return exitUsage
+	}
+	return exitFailure
 }
 
 // shutdownOnSignal returns a context that ends at the first SIGTERM or

@@ -413,20 +413,22 @@ func TestServeUsage(t *testing.T) {
 			t.Errorf("serve %q %q: exit %d, stderr %q; want 2 and %q", c.args, c.env, r.code, r.stderr, c.want)
 		}
 	}
-	// Start failures: exit 1, with the reason.
+	// A bad store URL or configuration: exit 2, as the help says; other
+	// start failures: exit 1, with the reason.
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("policies: {a: nope}\n"), 0o600)
 	for _, c := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"--config", bad}, `policy "a": invalid policy`},
-		{[]string{"--store", "mongodb://x"}, "--store"},
-		{[]string{"--http", "256.0.0.1:0"}, "http listener"},
+		{[]string{"--config", bad}, exitUsage, `policy "a": invalid policy`},
+		{[]string{"--store", "mongodb://x"}, exitUsage, "--store"},
+		{[]string{"--http", "256.0.0.1:0"}, exitFailure, "http listener"},
 	} {
 		r := runBinary(t, serveEnvClean(), append([]string{"serve", "--snapshot", "off", "--metrics", "off"}, c.args...)...)
-		if r.code != exitFailure || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("serve %q: exit %d, stderr %q; want 1 and %q", c.args, r.code, r.stderr, c.want)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("serve %q: exit %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, c.code, c.want)
 		}
 	}
 }
