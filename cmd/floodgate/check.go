@@ -303,7 +303,7 @@ func checkFailed(err error, stdout, stderr io.Writer) int {
 	if errors.As(err, new(usageError)) {
 		return badUsage("check", checkUsage, err, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "floodgate check: %v\n", err)
+	fmt.Fprintf(stderr, "floodgate check: %v\n", withRedisCause(err))
 	return exitUsage
 }
 

@@ -171,7 +171,7 @@ func runFilterTo(args []string, stdin io.Reader, stdout, refused, stderr io.Writ
 	case errors.Is(err, context.Canceled):
 		return 130
 	case err != nil:
-		fmt.Fprintf(stderr, "floodgate filter: %v\n", err)
+		fmt.Fprintf(stderr, "floodgate filter: %v\n", withRedisCause(err))
 		return exitFailure
 	}
 	return exitOK

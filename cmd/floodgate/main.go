@@ -56,6 +56,7 @@ var commands = []command{
 // run runs the floodgate command line args and returns the exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	warnUnknownEnv(stderr)
+	routeRedisLog() // serve routes it to its log instead
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage())
 		return exitUsage

@@ -173,7 +173,7 @@ func runSimulate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.As(err, new(usageError)):
 		return badUsage("simulate", simulateUsage, err, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "floodgate simulate: %v\n", err)
+	fmt.Fprintf(stderr, "floodgate simulate: %v\n", withRedisCause(err))
 	if errors.As(err, new(outputError)) {
 		return exitFailure
 	}
