@@ -3,6 +3,8 @@ package floodgate_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -96,7 +98,7 @@ func TestDelayNoWait(t *testing.T) {
 // later.
 func TestDelayWindowLineBounded(t *testing.T) {
 	fc := newFake()
-	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithClock(fc)))
+	l := floodgate.Must(floodgate.NewLimiter(algo.MustParsePolicy("fixed-window 1/1m"), floodgate.WithClock(fc), floodgate.WithMaxQueue(2)))
 	mustAllow(t, l, "k", 1)
 	first, second := make(chan floodgate.Decision, 1), make(chan floodgate.Decision, 1)
 	go func() { d, _ := l.Delay(ctx, "k", 1, 90*time.Second); first <- d }()
@@ -110,5 +112,50 @@ func TestDelayWindowLineBounded(t *testing.T) {
 	fc.Advance(30 * time.Second)
 	if d := <-first; !d.Allowed {
 		t.Fatalf("the first, at the next window: %+v", d)
+	}
+}
+
+// TestDelayDefaultQueue: without WithMaxQueue, Delay on a window or log
+// policy bounds a key's waiters at what the policy admits within the
+// maximum wait (LIMIT for each PERIOD begun); one more is refused at
+// once, a denial.
+func TestDelayDefaultQueue(t *testing.T) {
+	for _, tc := range []struct {
+		policy  string
+		maxWait time.Duration
+		bound   int
+	}{
+		{"fixed-window 10/1m", time.Minute, 10},
+		{"fixed-window 10/1m", 61 * time.Second, 20},
+		{"sliding-log 3/1m", 61 * time.Second, 6},
+	} {
+		t.Run(fmt.Sprintf("%s/%v", tc.policy, tc.maxWait), func(t *testing.T) {
+			fc := newFake()
+			p := algo.MustParsePolicy(tc.policy)
+			l := floodgate.Must(floodgate.NewLimiter(p, floodgate.WithClock(fc)))
+			mustAllow(t, l, "k", p.Burst())
+			cctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, tc.bound)
+			for range tc.bound {
+				go func() { _, err := l.Delay(cctx, "k", 1, tc.maxWait); done <- err }()
+			}
+			for l.Waiting("k") < tc.bound {
+				runtime.Gosched()
+			}
+			one := make(chan floodgate.Decision, 1)
+			go func() { d, _ := l.Delay(ctx, "k", 1, tc.maxWait); one <- d }()
+			select {
+			case d := <-one:
+				if d.Allowed {
+					t.Fatalf("one past the bound of %d: %+v; want refused", tc.bound, d)
+				}
+			case <-time.After(10 * time.Second): // a guard, not a wait for the fake clock
+				t.Fatalf("one past the bound of %d waits: the queue is unbounded", tc.bound)
+			}
+			cancel()
+			for range tc.bound {
+				<-done
+			}
+		})
 	}
 }

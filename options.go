@@ -59,5 +59,6 @@ func WithMaxWait(d time.Duration) Option { return optionFunc(func(c *config) { c
 
 // WithMaxQueue bounds how many callers may Wait on one key at a time in
 // this limiter; one more is refused at once with ErrQueueFull. 0, the
-// default, means no bound.
+// default, means no bound for Wait, and Delay's own bound for Delay on a
+// window or log policy: the requests the policy admits within its maxWait.
 func WithMaxQueue(n int) Option { return optionFunc(func(c *config) { c.maxQueue = n }) }

@@ -57,6 +57,15 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 // answer can say where the key stands. With maxWait 0 or less, and in
 // dry-run mode, it is AllowN: nothing waits.
 //
+// Delay's queue is bounded. A bucket holds in its store the units of the
+// requests that fit within maxWait, no more. A window or log policy, whose
+// waiters queue in the Limiter, holds at most the requests it admits
+// within maxWait (LIMIT for each PERIOD begun, at least 1) unless
+// WithMaxQueue says otherwise; one more is refused at once, as by a full
+// queue. Like nginx's burst, the bound keeps a flood from holding a
+// goroutine per request for requests that could only be refused when
+// maxWait ran out.
+//
 // An admitted request, at once or after its wait, gets an admission as of
 // the moment Delay returns: Remaining and ResetAfter count from then, the
 // requests queued behind it included (after a wait, Delay reads the key
@@ -97,7 +106,7 @@ func (l *Limiter) delay(ctx context.Context, key string, n int64, maxWait time.D
 // waitN is WaitN out of dry-run mode, unobserved, with maxWait as a bound
 // of its own when positive; it returns the Decision Delay returns.
 func (l *Limiter) waitN(ctx context.Context, key string, n int64, maxWait time.Duration) (Decision, error) {
-	q, err := l.join(key)
+	q, err := l.join(key, l.queueBound(maxWait))
 	if err != nil {
 		return l.lineDenial(ctx, key), err
 	}
@@ -262,8 +271,37 @@ type waiter struct {
 	turn chan struct{}
 }
 
-// join puts a new waiter at the end of key's queue.
-func (l *Limiter) join(key string) (*waiter, error) {
+// queueBound is the most callers that may wait on one key at a time:
+// WithMaxQueue's n, else for Delay (maxWait > 0) on a window or log
+// policy delayQueue's, else no bound (0). A bucket needs none of its own:
+// maxWait bounds the units its store holds for waiters.
+func (l *Limiter) queueBound(maxWait time.Duration) int {
+	switch {
+	case l.maxQueue > 0 || maxWait <= 0:
+		return l.maxQueue
+	case l.policy.Algorithm() == algo.TokenBucket || l.policy.Algorithm() == algo.LeakyBucket:
+		return 0
+	}
+	return delayQueue(l.policy, maxWait)
+}
+
+// delayQueue is Delay's default bound on a key's waiters: the requests p
+// can admit within maxWait, LIMIT for each PERIOD begun, at least 1. A
+// request queued past them could only be refused when its wait ran out.
+func delayQueue(p algo.Policy, maxWait time.Duration) int {
+	periods := int64(maxWait / p.Period())
+	if maxWait%p.Period() != 0 {
+		periods++
+	}
+	if periods > math.MaxInt/p.Limit() {
+		return math.MaxInt
+	}
+	return int(max(periods*p.Limit(), 1))
+}
+
+// join puts a new waiter at the end of key's queue, unless bound (when
+// positive) callers already wait on it.
+func (l *Limiter) join(key string, bound int) (*waiter, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[key]
@@ -271,7 +309,7 @@ func (l *Limiter) join(key string) (*waiter, error) {
 		q = &waitQueue{}
 		l.queues[key] = q
 	}
-	if l.maxQueue > 0 && len(q.line) >= l.maxQueue {
+	if bound > 0 && len(q.line) >= bound {
 		return nil, fmt.Errorf("floodgate: %w: %d waiting on %q", ErrQueueFull, len(q.line), key)
 	}
 	w := &waiter{turn: make(chan struct{})}

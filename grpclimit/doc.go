@@ -15,9 +15,10 @@
 //	           when a retry would be admitted
 //
 // With WithDelay a call over the rate waits its exact turn instead, up to
-// a maximum delay, and is refused only past it: nginx's limit_req with
-// burst and delay (package httplimit's doc, "Shaping", has the
-// equivalents). A call cancelled while it waits gives its units back if
+// a maximum delay, and is refused only past it or when the key's queue
+// is full: nginx's limit_req with burst and delay (package httplimit's
+// doc, "Shaping", has the equivalents). The queue is bounded by default
+// (floodgate.Limiter.Delay). A call cancelled while it waits gives its units back if
 // no call has queued behind it (floodgate.Reservation.Cancel).
 //
 // A stream is decided once, when it opens. The limiter's store and failure

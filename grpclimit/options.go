@@ -81,8 +81,9 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.l
 // call over the rate waits its exact turn (floodgate.Limiter.Delay),
 // first come first served, and fails with codes.ResourceExhausted only
 // if its turn is more than maxWait away, past the call's deadline, or the
-// key already has the limiter's maximum of waiting calls
-// (floodgate.WithMaxQueue); its RetryInfo then says when a retry would be
+// key already has the limiter's maximum of waiting calls (by default,
+// with a window or log policy, the calls the policy admits within
+// maxWait; floodgate.WithMaxQueue sets another); its RetryInfo then says when a retry would be
 // admitted within maxWait. A call cancelled while it waits gives its
 // units back if no call has queued behind it. The nginx equivalents are in package httplimit's doc
 // ("Shaping"). maxWait 0 (the default) refuses at once. For New only:

@@ -79,7 +79,11 @@
 // WithDelay(maxWait) makes the middleware shape: a request over the rate
 // waits its exact turn, first come first served, and is refused only when
 // its turn is more than maxWait away or the key already has the limiter's
-// maximum of waiting requests (floodgate.WithMaxQueue). With a bucket
+// maximum of waiting requests. The queue is bounded: a bucket holds
+// only what fits within maxWait, and with a window or log policy a key
+// holds at most the requests the policy admits within maxWait (LIMIT for
+// each PERIOD begun), as nginx's burst bounds limit_req's queue;
+// floodgate.WithMaxQueue sets another bound. With a bucket
 // policy each waiting request holds its units in the store from the moment
 // it arrives (floodgate.Limiter.Delay), so the queue is exact and shared
 // by every process on the store. A client that disconnects while it waits

@@ -127,7 +127,9 @@ func WithHeaders(h Headers) Option { return optionFunc(func(c *config) { c.heade
 // WithDelay shapes instead of refusing: a request over the rate waits its
 // exact turn (floodgate.Limiter.Delay), first come first served, and is
 // refused only if its turn is more than maxWait away or the key already
-// has the limiter's maximum of waiting requests (floodgate.WithMaxQueue).
+// has the limiter's maximum of waiting requests: by default, with a window
+// or log policy, the requests the policy admits within maxWait
+// (floodgate.Limiter.Delay; floodgate.WithMaxQueue sets another).
 // With a bucket policy of capacity D+1 this is nginx's limit_req with
 // delay=D: see "Shaping" in the package doc for the equivalents. A client
 // that disconnects while it waits gives its units back if no request has
