@@ -119,6 +119,14 @@
 // which cannot hold units for later, queue their waiters in the Limiter
 // instead of the store (see floodgate.Limiter.WaitN).
 //
+// A client that goes away while its request waits is seen by net/http,
+// which cancels the request's context. Over HTTP/1.x net/http watches the
+// connection only once the request's body is read to its end, so the
+// middleware reads a body of up to 64 KiB ahead, in the background, and
+// puts it back for the handler. Not seen while waiting: a longer body,
+// and one announced with "Expect: 100-continue" (its client sends it only
+// when asked); such a request is served when its turn comes.
+//
 // The header fields of a delayed request are written when its wait is
 // over, and say where the key stands then: r=0, since the request was
 // admitted at the first instant it fitted, and t the seconds until the

@@ -68,7 +68,10 @@ import (
 //
 // A request whose client goes away while it waits its turn (WithDelay)
 // gets no answer: its units are given back as Reservation.Cancel does, and
-// it is counted in Stats().Abandoned.
+// it is counted in Stats().Abandoned. Over HTTP/1.x, net/http sees the
+// client go only once the body is read; so the middleware reads a body of
+// up to 64 KiB ahead while the request waits (see "Shaping" in the
+// package doc).
 //
 // The errors themselves never reach the client: only the status and a
 // generic message do. Errors are logged (WithLogger) at most one line a
@@ -394,6 +397,9 @@ func (m *Middleware) decideOne(r *http.Request, dc *decisionContext) (keyErr boo
 	n := lim.n
 	if lim.cost != nil {
 		n = lim.cost(r)
+	}
+	if m.maxWait > 0 {
+		watchDisconnect(r)
 	}
 	d, err := lim.l.Delay(dc.Context, key, n, m.maxWait)
 	dc.one[0] = d
