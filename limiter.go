@@ -94,6 +94,10 @@ func (l *Limiter) Policy() algo.Policy { return l.policy }
 // Name returns the name under which the limiter keeps its keys.
 func (l *Limiter) Name() string { return l.name }
 
+// DryRun reports whether the limiter is in dry-run mode (WithDryRun):
+// front-ends do not advertise such a limit to clients.
+func (l *Limiter) DryRun() bool { return l.dryRun }
+
 // Store returns the store holding the limiter's state.
 func (l *Limiter) Store() store.Store { return l.store }
 

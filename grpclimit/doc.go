@@ -13,6 +13,7 @@
 //	admitted → the handler runs, with the decision in its context (DecisionFrom)
 //	denied   → codes.ResourceExhausted, with an errdetails.RetryInfo saying
 //	           when a retry would be admitted
+//	cost above the burst → codes.InvalidArgument, no RetryInfo: it never fits
 //
 // With WithDelay a call over the rate waits its exact turn instead, up to
 // a maximum delay, and is refused only past it or when the key's queue

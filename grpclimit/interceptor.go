@@ -43,8 +43,7 @@ import (
 //
 // A denied call fails with codes.ResourceExhausted, and its status carries
 // an errdetails.RetryInfo whose RetryDelay is the exact wait after which
-// the call would be admitted (none for a call that can never be, whose
-// cost exceeds the burst), and with WithQuotaFailure an
+// the call would be admitted, and with WithQuotaFailure an
 // errdetails.QuotaFailure naming the limits that denied. An admitted
 // call's context carries the decision (DecisionFrom).
 //
@@ -52,6 +51,9 @@ import (
 //   - a key function's error wrapping ErrNoKey, or a key the store refuses
 //     (store.ErrInvalidKey): codes.InvalidArgument;
 //   - any other key function's error, and a negative cost: codes.Internal;
+//   - a cost above a limit's burst, which no wait would admit:
+//     codes.InvalidArgument, without RetryInfo (not logged: the client
+//     can fix it);
 //   - a limiter's error: its failure mode (package failsafe) decides. If
 //     it admits with an error (dry-run mode), the call goes through; if it
 //     denies with one (FailClosed, or no failsafe), the call fails with
@@ -204,7 +206,7 @@ type Stats struct {
 	Denied        uint64 // calls denied (ResourceExhausted)
 	DryRunDenied  uint64 // calls a dry-run limiter would have denied, served
 	KeyErrors     uint64 // calls refused because no key could be found
-	Errors        uint64 // calls refused because a limiter failed
+	Errors        uint64 // calls refused because a limiter failed, or whose cost exceeds a burst
 	ServedOnError uint64 // calls served although their limiter failed
 	Abandoned     uint64 // calls cancelled while they waited their turn (WithDelay)
 }
@@ -268,8 +270,8 @@ func (i *Interceptor) check(ctx context.Context, method string, req any) (contex
 	if err := i.checks(dc, method, req); err != nil {
 		return nil, err
 	}
-	// A cost past the burst is a denial, whose RetryAfter is Never.
-	if err := dc.decide(i.maxWait); err != nil && !errors.Is(err, algo.ErrCostExceedsBurst) {
+	// A dry-run limit's decision on a cost past its burst stands.
+	if err := dc.decide(i.maxWait); err != nil && !(dc.md.Allowed && errors.Is(err, algo.ErrCostExceedsBurst)) {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			i.abandoned.Add(1) // cancelled while waiting its turn
 			return nil, status.FromContextError(err).Err()
@@ -480,8 +482,13 @@ func (i *Interceptor) keyError(ctx context.Context, method string, err error) er
 // not admit it.
 func (i *Interceptor) limiterError(ctx context.Context, method string, err error, retry time.Duration) error {
 	i.failures.Add(1)
-	i.logError(ctx, method, "grpclimit: limiter failed; call refused", err)
+	tooCostly := errors.Is(err, algo.ErrCostExceedsBurst)
+	if !tooCostly { // the client's doing, not a failure to log
+		i.logError(ctx, method, "grpclimit: limiter failed; call refused", err)
+	}
 	switch {
+	case tooCostly:
+		return status.Error(codes.InvalidArgument, "the call costs more than the rate limit allows at once: it can never be admitted")
 	case errors.Is(err, store.ErrInvalidKey):
 		return status.Error(codes.InvalidArgument, "the call does not say who is making it, so it cannot be rate-limited")
 	case errors.Is(err, algo.ErrInvalidCost):

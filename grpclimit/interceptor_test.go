@@ -489,8 +489,8 @@ func TestCost(t *testing.T) {
 		t.Fatalf("cost 5 over 4 left: %v", err)
 	}
 	err := call(strings.Repeat("x", 11))
-	if status.Code(err) != codes.ResourceExhausted || retryDelay(err) != -1 {
-		t.Errorf("cost 11 over a burst of 10: %v (RetryInfo %v), want no RetryInfo", err, retryDelay(err))
+	if status.Code(err) != codes.InvalidArgument || retryDelay(err) != -1 {
+		t.Errorf("cost 11 over a burst of 10: %v (RetryInfo %v), want InvalidArgument, no RetryInfo", err, retryDelay(err))
 	}
 	if err := watch(c); err != nil { // a stream: nil request, cost 1
 		t.Errorf("stream: %v", err)

@@ -41,8 +41,9 @@ type CostFunc func(ctx context.Context, fullMethod string, req any) int64
 func WithKey(f KeyFunc) Option { return optionFunc(func(c *config) { c.key = f }) }
 
 // WithCostFunc makes each call cost f's units instead of 1. A cost above
-// the policy's burst is denied without RetryInfo (it can never be
-// admitted); a negative cost is codes.Internal. With NewAll, it is the
+// the policy's burst can never be admitted: it fails with
+// codes.InvalidArgument, without RetryInfo; a negative cost is
+// codes.Internal. With NewAll, it is the
 // cost of the limits that have no Cost of their own.
 func WithCostFunc(f CostFunc) Option { return optionFunc(func(c *config) { c.cost = f }) }
 

@@ -15,6 +15,7 @@
 //	d     := limiter.AllowN(ctx, key, cost)  (WithDelay: limiter.Delay, which waits its turn)
 //	admitted → RateLimit fields set, next handler called, d in the context
 //	denied   → RateLimit fields, Retry-After, 429 with a problem detail
+//	cost above the burst → 413, no Retry-After: it never fits
 //
 // The policy (how many units per period, by which algorithm), the store
 // (this process's memory or Redis) and the failure mode (what to do while
@@ -69,6 +70,19 @@
 // key (pk) is sent: keys are client addresses and user IDs, which the
 // draft advises against disclosing; WithHeaders(NoHeaders) sends no field
 // but Retry-After.
+//
+// Rules of the fields:
+//   - Each limit is one item of each List. Middlewares stacked on one
+//     route add their items to the fields, each its own; name their
+//     limits apart (WithName).
+//   - A dry-run limit (floodgate.WithDryRun) is not advertised: clients
+//     would slow down for a limit that is not enforced.
+//   - A name has one form everywhere a client sees it: each character a
+//     structured-field String cannot hold (a control, non-ASCII) becomes
+//     '_', in the fields and in a denial's problem detail alike.
+//   - A request whose cost is above a limit's burst can never be
+//     admitted: it is answered 413 Content Too Large, without Retry-After
+//     or rate-limit fields.
 //
 // All of them are set before the next handler runs, on the
 // http.ResponseWriter the middleware received, which it passes on

@@ -69,11 +69,11 @@ func standing(d floodgate.Decision, n int64, deniedAll bool) (r, t int64) {
 // The fields' slices are vals, which the caller allocates with the rest of
 // the request's state.
 func (m *Middleware) writeFields(h http.Header, md *floodgate.MultiDecision, checks []floodgate.Check, binding int, vals *[2]string) {
-	if m.headers&RateLimitHeaders != 0 {
+	if m.headers&RateLimitHeaders != 0 && m.policyField != "" {
 		var arr [128]byte
 		b := arr[:0]
 		for i := range md.Decisions {
-			if !decided(&md.Decisions[i]) {
+			if !decided(&md.Decisions[i]) || m.limits[i].dryRun {
 				continue
 			}
 			if len(b) > 0 {
@@ -83,15 +83,25 @@ func (m *Middleware) writeFields(h http.Header, md *floodgate.MultiDecision, che
 			b = ratelimitfields.AppendStanding(b, m.limits[i].sfName, r, t)
 		}
 		vals[0], vals[1] = m.policyField, string(b)
-		h[hRateLimitPolicy] = vals[0:1:1]
-		h[hRateLimit] = vals[1:2:2]
+		addField(h, hRateLimitPolicy, vals[0:1:1])
+		addField(h, hRateLimit, vals[1:2:2])
 	}
-	if m.headers&LegacyHeaders != 0 && binding >= 0 {
+	if m.headers&LegacyHeaders != 0 && binding >= 0 && !m.limits[binding].dryRun {
 		r, t := standing(md.Decisions[binding], checks[binding].N, !md.Allowed)
 		h[hXLimit] = []string{m.limits[binding].quotaText}
 		h[hXRemaining] = []string{strconv.FormatInt(r, 10)}
 		h[hXReset] = []string{strconv.FormatInt(t, 10)}
 	}
+}
+
+// addField adds the items of val, one field line, to h's field name: a
+// middleware further out (another Middleware on the same route) may have
+// set its own, and a structured-field List may span several lines.
+func addField(h http.Header, name string, val []string) {
+	if old := h[name]; len(old) > 0 {
+		val = append(old[:len(old):len(old)], val[0])
+	}
+	h[name] = val
 }
 
 // decided reports whether d is a decision, not the zero Decision that

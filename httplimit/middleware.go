@@ -56,6 +56,10 @@ import (
 //     (store.ErrInvalidKey): 400 Bad Request. The client can fix it.
 //   - Any other key function's error, and a negative cost: 500 Internal
 //     Server Error, logged.
+//   - A cost above a limit's burst, which no wait would admit: 413
+//     Content Too Large, without Retry-After or rate-limit fields; the
+//     error wraps algo.ErrCostExceedsBurst. Not logged: the client can
+//     fix it (a smaller body, a cheaper query).
 //   - A limiter's error (its store failing): what the limiter decided
 //     stands, and its failure mode decides that (package failsafe). A
 //     store in FailOpen or FailLocal mode keeps deciding, without errors,
@@ -80,10 +84,11 @@ import (
 // # Dry run
 //
 // A limiter made with floodgate.WithDryRun(true) denies nothing: a request
-// it would have denied is served, with the rate-limit fields saying what
-// the limit would have said, counted in Stats().DryRunDenied, logged at
-// level Info, and passed to the WithOnLimited function with Decision.DryRun
-// set.
+// it would have denied is served, counted in Stats().DryRunDenied, logged
+// at level Info, and passed to the WithOnLimited function with
+// Decision.DryRun set. A dry-run limit is not advertised: it is in
+// neither RateLimit-Policy nor RateLimit (nor the X-RateLimit fields),
+// since clients would slow down for a limit that is not enforced.
 //
 // A Middleware is safe for concurrent use.
 type Middleware struct {
@@ -121,6 +126,7 @@ type limit struct {
 	key       KeyFunc // nil: the middleware's
 	cost      func(*http.Request) int64
 	n         int64  // the cost when cost is nil
+	dryRun    bool   // the limiter's; not advertised
 	name      string // in the header fields
 	sfName    string // name as a structured-field String
 	jsonName  string // name as a JSON string
@@ -193,7 +199,9 @@ func newMiddleware(limits []Limit, opts []Option, single bool) *Middleware {
 			panic("httplimit: limit " + strconv.Itoa(i) + " has a nil Limiter")
 		}
 		lim := newLimit(lc, &c, limitName(lc, &c, single, taken))
-		policy = append(policy, lim.policyItem(lc, &c))
+		if !lim.dryRun {
+			policy = append(policy, lim.policyItem(lc, &c))
+		}
 		m.limits = append(m.limits, lim)
 	}
 	m.policyField = strings.Join(policy, ", ")
@@ -207,8 +215,8 @@ func newLimit(lc Limit, c *config, name string) limit {
 	if lc.Cost == nil {
 		lim.cost, lim.n = c.cost, c.n
 	}
-	lim.name, lim.sfName = name, ratelimitfields.String(name)
-	jn, _ := json.Marshal(name)
+	lim.name, lim.sfName, lim.dryRun = name, ratelimitfields.String(name), lc.Limiter.DryRun()
+	jn, _ := json.Marshal(ratelimitfields.Name(name))
 	lim.jsonName = string(jn)
 	q, _ := ratelimitfields.QuotaWindow(lc.Limiter.Policy())
 	lim.quotaText = strconv.FormatInt(q, 10)
@@ -272,7 +280,8 @@ type Stats struct {
 	// be found: 400 or 500.
 	KeyErrors uint64
 	// Errors counts the requests refused because a limiter failed: 503,
-	// or 500 for a negative cost, 400 for a key the store refused.
+	// or 500 for a negative cost, 413 for a cost above a limit's burst,
+	// 400 for a key the store refused.
 	Errors uint64
 	// ServedOnError counts the requests served although their limiter
 	// failed (it admitted them with an error, as a dry-run limiter does).
@@ -334,25 +343,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	} else {
 		keyErr, err = m.decideAll(r, dc)
 	}
-	if err != nil {
-		switch {
-		case keyErr:
-			m.keyError(w, r, err)
-			return
-		case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
-			m.abandoned.Add(1) // gone while waiting: no one to answer
-			return
-		case errors.Is(err, algo.ErrCostExceedsBurst):
-			// A denial, whose RetryAfter is Never.
-		case dc.md.Allowed:
-			m.servedOnError.Add(1)
-			m.logError(r, "httplimit: limiter failed; request served", err)
-			next.ServeHTTP(w, r)
-			return
-		default:
-			m.limiterError(w, r, err, dc.md.RetryAfter)
-			return
-		}
+	if err != nil && m.undecided(w, r, next, dc, keyErr, err) {
+		return
 	}
 	md := &dc.md
 	dc.binding = binding(md)
@@ -380,6 +372,27 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	m.deny(w, r, md)
+}
+
+// undecided answers a request whose decision failed with err, and
+// reports whether it did; it did not for a dry-run limit's decision on a
+// cost above its burst, which stands.
+func (m *Middleware) undecided(w http.ResponseWriter, r *http.Request, next http.Handler, dc *decisionContext, keyErr bool, err error) bool {
+	switch {
+	case keyErr:
+		m.keyError(w, r, err)
+	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+		m.abandoned.Add(1) // gone while waiting: no one to answer
+	case dc.md.Allowed && errors.Is(err, algo.ErrCostExceedsBurst):
+		return false // a dry-run limit's decision
+	case dc.md.Allowed:
+		m.servedOnError.Add(1)
+		m.logError(r, "httplimit: limiter failed; request served", err)
+		next.ServeHTTP(w, r)
+	default:
+		m.limiterError(w, r, err, dc.md.RetryAfter)
+	}
+	return true
 }
 
 // decideOne decides a request on a middleware's only limit. It returns
@@ -495,12 +508,17 @@ func (m *Middleware) keyError(w http.ResponseWriter, r *http.Request, err error)
 // it; retry is the limiter's RetryAfter.
 func (m *Middleware) limiterError(w http.ResponseWriter, r *http.Request, err error, retry time.Duration) {
 	m.failures.Add(1)
-	m.logError(r, "httplimit: limiter failed; request refused", err)
+	tooCostly := errors.Is(err, algo.ErrCostExceedsBurst)
+	if !tooCostly { // the client's doing, not a failure to log
+		m.logError(r, "httplimit: limiter failed; request refused", err)
+	}
 	if m.onError != nil {
 		m.onError(w, r, err)
 		return
 	}
 	switch {
+	case tooCostly:
+		problem(w, r, http.StatusRequestEntityTooLarge, "This request costs more than the rate limit allows at once: it can never be admitted.")
 	case errors.Is(err, store.ErrInvalidKey):
 		problem(w, r, http.StatusBadRequest, "The request does not say who is making it, so it cannot be rate-limited.")
 	case errors.Is(err, algo.ErrInvalidCost):

@@ -179,7 +179,7 @@ func TestRateLimitPolicyField(t *testing.T) {
 		{"token-bucket 10/100ms", nil, "default;100;1;"},
 		{"token-bucket 3/700ms", nil, "default;4;1;"},
 		{"fixed-window 3/1500ms", nil, "default;4;2;"},
-		{"fixed-window 7/8784h", []Option{WithName(`we"ird\name ü`)}, `we"ird\name __;7;31622400;`},
+		{"fixed-window 7/8784h", []Option{WithName(`we"ird\name ü`)}, `we"ird\name _;7;31622400;`},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			l, _ := newLimiter(t, tc.policy)
@@ -400,8 +400,9 @@ func TestDryRun(t *testing.T) {
 		if res.header.Get("Retry-After") != "" {
 			t.Errorf("request %d: Retry-After in dry-run mode", i)
 		}
-		if i >= 2 {
-			checkStanding(t, res.header, "shadow", 0, 60)
+		// A dry-run limit is not advertised (issue 29).
+		if f := res.header.Get("RateLimit") + res.header.Get("RateLimit-Policy"); f != "" {
+			t.Errorf("request %d: a dry-run limit advertised: %q", i, f)
 		}
 	}
 	if s := m.Stats(); s.DryRunDenied != 3 || s.Denied != 0 {
@@ -508,12 +509,15 @@ func TestCost(t *testing.T) {
 		if res := post(400); res.status != 200 {
 			t.Errorf("400 bytes: %d", res.status)
 		}
-		// More than the limit at once: never admitted, so no Retry-After.
+		// More than the limit at once: never admitted, so 413, without
+		// Retry-After or rate-limit fields (issue 29).
 		res := post(1001)
-		if res.status != 429 || res.header.Get("Retry-After") != "" || !strings.Contains(res.body, "never") {
-			t.Errorf("1001 bytes: %d Retry-After %q %q", res.status, res.header.Get("Retry-After"), res.body)
+		if res.status != http.StatusRequestEntityTooLarge || res.header.Get("Retry-After") != "" || !strings.Contains(res.body, "never") {
+			t.Errorf("1001 bytes: %d Retry-After %q %q; want 413", res.status, res.header.Get("Retry-After"), res.body)
 		}
-		checkStanding(t, res.header, "default", 0, 60)
+		if res.header.Get("RateLimit") != "" || m.Stats().Errors != 1 || m.Stats().Denied != 1 {
+			t.Errorf("1001 bytes: RateLimit %q, %+v", res.header.Get("RateLimit"), m.Stats())
+		}
 	})
 	t.Run("negative", func(t *testing.T) {
 		l, _ := newLimiter(t, "fixed-window 10/1m")
@@ -591,7 +595,10 @@ func TestNewAllDryRunLimit(t *testing.T) {
 	if res.status != 200 {
 		t.Fatal(res.status)
 	}
-	checkStanding(t, res.header, "shadow", 0, 60, "enforced", 0, 60)
+	checkStanding(t, res.header, "enforced", 0, 60) // the dry-run limit not advertised
+	if items := parseList(t, res.header, "RateLimit-Policy"); len(items) != 1 || items[0].name != "enforced" {
+		t.Errorf("RateLimit-Policy %q advertises the dry-run limit", res.header.Values("RateLimit-Policy"))
+	}
 	res = get(t, srv.URL, "Accept", "application/json")
 	if res.status != 429 || !strings.Contains(res.body, `"violated-policies":["enforced"]`) {
 		t.Errorf("%d %s", res.status, res.body)
@@ -766,7 +773,42 @@ func TestBodyBytesChunked(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "" {
-		t.Errorf("5000 chunked bytes over a burst of 1000: %d Retry-After %q, want 429 for good", resp.StatusCode, resp.Header.Get("Retry-After"))
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("Retry-After") != "" {
+		t.Errorf("5000 chunked bytes over a burst of 1000: %d Retry-After %q, want 413 for good", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// TestStackedMiddlewares: two middlewares on one route each add their
+// limit to the RateLimit fields, a structured-field List, instead of the
+// inner one replacing the outer one's (issue 29).
+func TestStackedMiddlewares(t *testing.T) {
+	outer, _ := newLimiter(t, "fixed-window 100/1m")
+	inner, _ := newLimiter(t, "fixed-window 5/1s")
+	h := New(outer, WithName("site")).Handler(New(inner, WithName("route")).Handler(ok))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	checkStanding(t, rec.Header(), "site", 99, 60, "route", 4, 1)
+	if items := parseList(t, rec.Header(), "RateLimit-Policy"); len(items) != 2 || items[0].name != "site" || items[1].name != "route" {
+		t.Errorf("RateLimit-Policy %q, want site's and route's", rec.Header().Values("RateLimit-Policy"))
+	}
+}
+
+// TestNameOneEscaping: a name with characters a structured-field String
+// cannot hold is written the same in the header fields and in a denial's
+// problem detail, so that a client can match them (issue 29).
+func TestNameOneEscaping(t *testing.T) {
+	l, _ := newLimiter(t, "fixed-window 1/1m")
+	srv := server(t, New(l, WithName("débit\tmax")).Handler(ok))
+	get(t, srv.URL)
+	res := get(t, srv.URL, "Accept", "application/json")
+	items := parseList(t, res.header, "RateLimit")
+	var body struct {
+		Violated []string `json:"violated-policies"`
+	}
+	if err := json.Unmarshal([]byte(res.body), &body); err != nil {
+		t.Fatal(err)
+	}
+	if res.status != 429 || len(body.Violated) != 1 || body.Violated[0] != items[0].name || items[0].name != "d_bit_max" {
+		t.Errorf("header name %q, body's %q; want both d_bit_max", items[0].name, body.Violated)
 	}
 }

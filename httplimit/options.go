@@ -51,8 +51,9 @@ func WithCost(n int64) Option {
 // WithCostFunc makes each request cost f(r) units instead of 1: the bytes
 // of its body (BodyBytes, which counts a chunked body too), the computed
 // cost of a GraphQL query, and so on. A cost
-// above the policy's burst is denied without Retry-After (it can never be
-// admitted); a negative cost is a server error (500). f runs before the
+// above the policy's burst can never be admitted: it is answered 413
+// Content Too Large, without Retry-After; a negative cost is a server
+// error (500). f runs before the
 // next handler, so one that reads the body must put it back (see the
 // example). With NewAll, it is the cost of the limits that have no Cost of
 // their own.

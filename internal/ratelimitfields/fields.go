@@ -18,27 +18,37 @@ package ratelimitfields
 import (
 	"math/bits"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/seconds"
 )
 
-// String serializes s as a structured-field String: quoted, with '"' and
-// '\' escaped. Bytes that a String cannot hold (controls and non-ASCII)
-// become '_'.
+// Name is s as a limit is named to clients, in the header fields and
+// wherever else it appears (a problem detail's body): each character that
+// a structured-field String cannot hold (a control or non-ASCII) becomes
+// '_'. It is the one rule; String applies it.
+func Name(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// String serializes Name(s) as a structured-field String: quoted, with
+// '"' and '\' escaped.
 func String(s string) string {
+	s = Name(s)
 	b := make([]byte, 0, len(s)+2)
 	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '_')
-		default:
-			b = append(b, c)
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
 		}
+		b = append(b, s[i])
 	}
 	return string(append(b, '"'))
 }
