@@ -73,7 +73,7 @@ func (m *Middleware) writeFields(h http.Header, md *floodgate.MultiDecision, che
 		var arr [128]byte
 		b := arr[:0]
 		for i := range md.Decisions {
-			if !decided(&md.Decisions[i]) || m.limits[i].dryRun {
+			if !decided(&md.Decisions[i]) || m.limits[i].DryRun {
 				continue
 			}
 			if len(b) > 0 {
@@ -86,7 +86,7 @@ func (m *Middleware) writeFields(h http.Header, md *floodgate.MultiDecision, che
 		addField(h, hRateLimitPolicy, vals[0:1:1])
 		addField(h, hRateLimit, vals[1:2:2])
 	}
-	if m.headers&LegacyHeaders != 0 && binding >= 0 && !m.limits[binding].dryRun {
+	if m.headers&LegacyHeaders != 0 && binding >= 0 && !m.limits[binding].DryRun {
 		r, t := standing(md.Decisions[binding], checks[binding].N, !md.Allowed)
 		h[hXLimit] = []string{m.limits[binding].quotaText}
 		h[hXRemaining] = []string{strconv.FormatInt(r, 10)}

@@ -1,12 +1,10 @@
 package httplimit
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
-	"github.com/floodgate/floodgate/internal/keyvalue"
+	"github.com/floodgate/floodgate/internal/frontend"
 )
 
 // A KeyFunc returns the rate-limit key of a request: who is asking, such as
@@ -26,13 +24,14 @@ type KeyFunc func(*http.Request) (string, error)
 
 // ErrNoKey is wrapped by the errors of KeyFuncs for a request that carries
 // no usable key: the header, cookie or context value is missing or empty,
-// or a header or cookie is longer than MaxKeyLen.
-var ErrNoKey = errors.New("httplimit: no rate-limit key in the request")
+// or a header or cookie is longer than MaxKeyLen. It is grpclimit.ErrNoKey
+// too.
+var ErrNoKey = frontend.ErrNoKey
 
 // MaxKeyLen is the longest header or cookie value that ByHeader and
 // ByCookie take as a key. A longer one is not a key (ErrNoKey): a client
 // would otherwise make the limiter's store hold keys of any size it likes.
-const MaxKeyLen = 256
+const MaxKeyLen = frontend.MaxKeyLen
 
 // ByHeader returns a KeyFunc keying requests on the value of the header
 // name (its first value, if there are several). A request without the
@@ -77,14 +76,7 @@ func ByCookie(name string) KeyFunc {
 // (ErrNoKey); a value of another type is an error (500).
 func ByContext(key any) KeyFunc {
 	return func(r *http.Request) (string, error) {
-		s, err := keyvalue.String(r.Context().Value(key))
-		if err != nil {
-			return "", fmt.Errorf("httplimit: context value %v %w", key, err)
-		}
-		if s == "" {
-			return "", fmt.Errorf("httplimit: no context value %v: %w", key, ErrNoKey)
-		}
-		return s, nil
+		return frontend.FromContext("httplimit", key, r.Context().Value(key))
 	}
 }
 
@@ -99,24 +91,11 @@ func ByContext(key any) KeyFunc {
 // the function's index and a colon ("0:alice", "1:192.0.2.1"), so that a
 // user who names itself "192.0.2.1" does not share that address's limit.
 func FirstOf(fns ...KeyFunc) KeyFunc {
-	fns = append([]KeyFunc(nil), fns...)
-	return func(r *http.Request) (string, error) {
-		var errs []error
-		for i, f := range fns {
-			k, err := f(r)
-			if err == nil {
-				return strconv.Itoa(i) + ":" + k, nil
-			}
-			if !errors.Is(err, ErrNoKey) {
-				return "", err
-			}
-			errs = append(errs, err)
-		}
-		if len(errs) == 0 {
-			return "", fmt.Errorf("httplimit: FirstOf of no KeyFunc: %w", ErrNoKey)
-		}
-		return "", errors.Join(errs...)
+	fs := make([]func(*http.Request) (string, error), len(fns))
+	for i, f := range fns {
+		fs[i] = f
 	}
+	return frontend.FirstOf("httplimit", fs)
 }
 
 // Global is a KeyFunc that gives every request the same key, "*": one limit

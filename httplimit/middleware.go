@@ -8,13 +8,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/internal/logthrottle"
+	"github.com/floodgate/floodgate/internal/frontend"
 	"github.com/floodgate/floodgate/internal/ratelimitfields"
 	"github.com/floodgate/floodgate/store"
 )
@@ -92,42 +91,22 @@ import (
 //
 // A Middleware is safe for concurrent use.
 type Middleware struct {
+	core        *frontend.Core[*http.Request]
 	limits      []limit
-	defKey      KeyFunc
-	skips       []func(*http.Request) bool
+	limitAt     func(int) *frontend.Limit[*http.Request] // &limits[i].Limit, for core.Fill
 	status      int
 	body        []byte
 	bodyType    string
 	denied      http.Handler
-	onLimited   func(*http.Request, floodgate.Decision)
 	onError     func(http.ResponseWriter, *http.Request, error)
-	log         *slog.Logger
 	headers     Headers
-	maxWait     time.Duration // WithDelay's; 0: refuse at once
-	policyField string        // the RateLimit-Policy field, the same for every request
-
-	// Counters padded to their own cache lines: denials can be as frequent
-	// as requests.
-	denials                           counter
-	dryRunDenied, keyErrors, failures counter
-	servedOnError, abandoned          counter
-	logs                              logthrottle.Throttle // one error line a second
+	policyField string // the RateLimit-Policy field, the same for every request
 }
 
-// counter is an atomic counter alone on its cache line.
-type counter struct {
-	atomic.Uint64
-	_ [56]byte
-}
-
-// limit is one limit of a Middleware, ready to use.
+// limit is one limit of a Middleware, ready to use, with its forms in
+// responses.
 type limit struct {
-	l         *floodgate.Limiter
-	key       KeyFunc // nil: the middleware's
-	cost      func(*http.Request) int64
-	n         int64  // the cost when cost is nil
-	dryRun    bool   // the limiter's; not advertised
-	name      string // in the header fields
+	frontend.Limit[*http.Request]
 	sfName    string // name as a structured-field String
 	jsonName  string // name as a JSON string
 	quotaText string // q, for X-RateLimit-Limit
@@ -178,28 +157,29 @@ func newMiddleware(limits []Limit, opts []Option, single bool) *Middleware {
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	if !single && c.maxWait > 0 {
+	if !single && c.MaxWait > 0 {
 		panic("httplimit: WithDelay is for New: NewAll decides its limits all or nothing, without waiting")
 	}
-	if c.log == nil {
-		c.log = slog.Default()
+	if c.Key == nil {
+		c.Key = ClientIP{}.Key
 	}
 	m := &Middleware{
-		defKey: c.key, skips: c.skips, status: c.status, body: c.body, bodyType: c.bodyType,
-		denied: c.denied, onLimited: c.onLimited, onError: c.onError, log: c.log, headers: c.headers,
-		maxWait: c.maxWait,
+		core: frontend.NewCore(c.Config), status: c.status, body: c.body, bodyType: c.bodyType,
+		denied: c.denied, onError: c.onError, headers: c.headers,
 	}
-	if m.defKey == nil {
-		m.defKey = ClientIP{}.Key
-	}
+	m.limitAt = func(i int) *frontend.Limit[*http.Request] { return &m.limits[i].Limit }
 	taken := make(map[string]bool)
 	var policy []string
 	for i, lc := range limits {
 		if lc.Limiter == nil {
 			panic("httplimit: limit " + strconv.Itoa(i) + " has a nil Limiter")
 		}
-		lim := newLimit(lc, &c, limitName(lc, &c, single, taken))
-		if !lim.dryRun {
+		name := lc.Name
+		if single && c.Name != "" {
+			name = c.Name
+		}
+		lim := newLimit(lc, &c, frontend.LimitName(name, lc.Limiter, taken))
+		if !lim.DryRun {
 			policy = append(policy, lim.policyItem(lc, &c))
 		}
 		m.limits = append(m.limits, lim)
@@ -209,39 +189,15 @@ func newMiddleware(limits []Limit, opts []Option, single bool) *Middleware {
 }
 
 // newLimit is lc as the middleware keeps it, named name, with the
-// options' cost when lc has none.
+// options' key and cost when lc has none.
 func newLimit(lc Limit, c *config, name string) limit {
-	lim := limit{l: lc.Limiter, key: lc.Key, cost: lc.Cost, n: 1}
-	if lc.Cost == nil {
-		lim.cost, lim.n = c.cost, c.n
-	}
-	lim.name, lim.sfName, lim.dryRun = name, ratelimitfields.String(name), lc.Limiter.DryRun()
+	lim := limit{Limit: frontend.NewLimit(lc.Limiter, lc.Key, lc.Cost, name, &c.Config)}
+	lim.sfName = ratelimitfields.String(name)
 	jn, _ := json.Marshal(ratelimitfields.Name(name))
 	lim.jsonName = string(jn)
 	q, _ := ratelimitfields.QuotaWindow(lc.Limiter.Policy())
 	lim.quotaText = strconv.FormatInt(q, 10)
 	return lim
-}
-
-// limitName names lc: its Name, WithName's for New, else the limiter's
-// name, or "default" for a limiter named by its policy; a name taken by
-// an earlier limit gets "-2", "-3"... It marks the name taken.
-func limitName(lc Limit, c *config, single bool, taken map[string]bool) string {
-	name := lc.Name
-	if single && c.name != "" {
-		name = c.name
-	}
-	if name == "" {
-		name = lc.Limiter.Name()
-		if name == lc.Limiter.Policy().String() {
-			name = "default"
-		}
-	}
-	for k, base := 2, name; taken[name]; k++ {
-		name = base + "-" + strconv.Itoa(k)
-	}
-	taken[name] = true
-	return name
 }
 
 // policyItem is the limit's item of the RateLimit-Policy field:
@@ -293,85 +249,65 @@ type Stats struct {
 }
 
 // Stats returns the middleware's counts.
-func (m *Middleware) Stats() Stats {
-	return Stats{
-		Denied:        m.denials.Load(),
-		DryRunDenied:  m.dryRunDenied.Load(),
-		KeyErrors:     m.keyErrors.Load(),
-		Errors:        m.failures.Load(),
-		ServedOnError: m.servedOnError.Load(),
-		Abandoned:     m.abandoned.Load(),
-	}
-}
+func (m *Middleware) Stats() Stats { return Stats(m.core.Stats()) }
 
 // decisionContext is the context of a decided request: it carries the
 // decision for DecisionFrom and holds, in one allocation, what a
 // one-limit request needs.
 type decisionContext struct {
-	context.Context
-	md      floodgate.MultiDecision
-	checks  []floodgate.Check
-	binding int // the index of the limit that binds
-	one     [1]floodgate.Decision
-	check   [1]floodgate.Check
-	fields  [2]string // the header fields' slices
-}
-
-type decisionKey struct{}
-
-// Value implements context.Context.
-func (c *decisionContext) Value(key any) any {
-	if _, ok := key.(decisionKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
+	frontend.Decided
+	fields [2]string // the header fields' slices
 }
 
 // serve is the middleware's handler.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	for _, skip := range m.skips {
-		if skip(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
+	if m.core.Skipped(r) {
+		next.ServeHTTP(w, r)
+		return
 	}
-	dc := &decisionContext{Context: r.Context()}
-	var err error
-	var keyErr bool
-	if len(m.limits) == 1 {
-		keyErr, err = m.decideOne(r, dc)
-	} else {
-		keyErr, err = m.decideAll(r, dc)
-	}
+	dc := &decisionContext{}
+	dc.Init(r.Context(), len(m.limits))
+	keyErr, err := m.decide(r, dc)
 	if err != nil && m.undecided(w, r, next, dc, keyErr, err) {
 		return
 	}
-	md := &dc.md
-	dc.binding = binding(md)
+	md := &dc.MD
 	h := w.Header()
 	if m.headers != NoHeaders {
-		m.writeFields(h, md, dc.checks, dc.binding, &dc.fields)
+		m.writeFields(h, md, dc.Checks, dc.Binding, &dc.fields)
 	}
 	r = r.WithContext(dc)
 	if md.Allowed {
 		for i := range md.Decisions {
 			if md.Decisions[i].DryRun {
-				m.dryRun(r, dc, i)
+				m.dryRun(r, &dc.Decided, i)
 			}
 		}
 		next.ServeHTTP(w, r)
 		return
 	}
-	m.denials.Add(1)
+	m.core.Denials.Add(1)
 	setRetryAfter(h, md.RetryAfter)
-	if m.onLimited != nil {
-		m.onLimited(r, md.Decisions[dc.binding])
+	if m.core.OnLimited != nil {
+		m.core.OnLimited(r, dc.Bound())
 	}
 	if m.denied != nil {
 		m.denied.ServeHTTP(w, r)
 		return
 	}
 	m.deny(w, r, md)
+}
+
+// decide decides a request on the middleware's limits. It returns a key
+// function's error, with keyErr set, or the limiters'.
+func (m *Middleware) decide(r *http.Request, dc *decisionContext) (keyErr bool, err error) {
+	if err := m.core.Fill(&dc.Decided, m.limitAt, r); err != nil {
+		return true, err
+	}
+	if m.core.MaxWait > 0 {
+		watchDisconnect(r)
+	}
+	return false, dc.Decide(m.core.MaxWait)
 }
 
 // undecided answers a request whose decision failed with err, and
@@ -382,112 +318,37 @@ func (m *Middleware) undecided(w http.ResponseWriter, r *http.Request, next http
 	case keyErr:
 		m.keyError(w, r, err)
 	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
-		m.abandoned.Add(1) // gone while waiting: no one to answer
-	case dc.md.Allowed && errors.Is(err, algo.ErrCostExceedsBurst):
+		m.core.Abandoned.Add(1) // gone while waiting: no one to answer
+	case dc.MD.Allowed && errors.Is(err, algo.ErrCostExceedsBurst):
 		return false // a dry-run limit's decision
-	case dc.md.Allowed:
-		m.servedOnError.Add(1)
+	case dc.MD.Allowed:
+		m.core.ServedOnError.Add(1)
 		m.logError(r, "httplimit: limiter failed; request served", err)
 		next.ServeHTTP(w, r)
 	default:
-		m.limiterError(w, r, err, dc.md.RetryAfter)
+		m.limiterError(w, r, err, dc.MD.RetryAfter)
 	}
 	return true
 }
 
-// decideOne decides a request on a middleware's only limit. It returns
-// the key function's error, with keyErr set, or the limiter's.
-func (m *Middleware) decideOne(r *http.Request, dc *decisionContext) (keyErr bool, err error) {
-	lim := &m.limits[0]
-	kf := lim.key
-	if kf == nil {
-		kf = m.defKey
-	}
-	key, err := kf(r)
-	if err != nil {
-		return true, err
-	}
-	n := lim.n
-	if lim.cost != nil {
-		n = lim.cost(r)
-	}
-	if m.maxWait > 0 {
-		watchDisconnect(r)
-	}
-	d, err := lim.l.Delay(dc.Context, key, n, m.maxWait)
-	dc.one[0] = d
-	dc.check[0] = floodgate.Check{Limiter: lim.l, Key: key, N: n, Peek: n == 0}
-	dc.checks = dc.check[:]
-	dc.md = floodgate.MultiDecision{Allowed: d.Allowed, Denied: -1, Decisions: dc.one[:]}
-	if !d.Allowed {
-		dc.md.RetryAfter, dc.md.Denied = d.RetryAfter, 0
-	}
-	return false, err
-}
-
-// decideAll decides a request on all of a middleware's limits at once.
-func (m *Middleware) decideAll(r *http.Request, dc *decisionContext) (keyErr bool, err error) {
-	dc.checks = make([]floodgate.Check, len(m.limits))
-	var defKey string
-	var haveDef bool
-	for i := range m.limits {
-		lim := &m.limits[i]
-		var key string
-		switch {
-		case lim.key != nil:
-			key, err = lim.key(r)
-		case haveDef:
-			key = defKey
-		default:
-			defKey, err = m.defKey(r)
-			key, haveDef = defKey, true
-		}
-		if err != nil {
-			return true, err
-		}
-		n := lim.n
-		if lim.cost != nil {
-			n = lim.cost(r)
-		}
-		dc.checks[i] = floodgate.Check{Limiter: lim.l, Key: key, N: n, Peek: n == 0}
-	}
-	dc.md, err = floodgate.AllowAll(dc.Context, dc.checks...)
-	return false, err
-}
-
-// binding returns the index of the limit that binds: the one that denied
-// with the longest wait, else the one with the least remaining.
-func binding(md *floodgate.MultiDecision) int {
-	if !md.Allowed && md.Denied >= 0 {
-		return md.Denied
-	}
-	b := 0
-	for i := 1; i < len(md.Decisions); i++ {
-		if md.Decisions[i].Remaining < md.Decisions[b].Remaining {
-			b = i
-		}
-	}
-	return b
-}
-
 // dryRun records that limit i, in dry-run mode, would have denied r.
-func (m *Middleware) dryRun(r *http.Request, dc *decisionContext, i int) {
-	m.dryRunDenied.Add(1)
-	d := dc.md.Decisions[i]
-	if m.log.Enabled(r.Context(), slog.LevelInfo) {
-		m.log.LogAttrs(r.Context(), slog.LevelInfo, "httplimit: dry run: request over the limit, served",
-			slog.String("limit", m.limits[i].name), slog.String("key", dc.checks[i].Key),
+func (m *Middleware) dryRun(r *http.Request, dc *frontend.Decided, i int) {
+	m.core.DryRunDenied.Add(1)
+	d := dc.MD.Decisions[i]
+	if log := m.core.Log; log.Enabled(r.Context(), slog.LevelInfo) {
+		log.LogAttrs(r.Context(), slog.LevelInfo, "httplimit: dry run: request over the limit, served",
+			slog.String("limit", m.limits[i].Name), slog.String("key", dc.Checks[i].Key),
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
 			slog.Duration("retry_after", d.RetryAfter))
 	}
-	if m.onLimited != nil {
-		m.onLimited(r, d)
+	if m.core.OnLimited != nil {
+		m.core.OnLimited(r, d)
 	}
 }
 
 // keyError answers a request whose key could not be found.
 func (m *Middleware) keyError(w http.ResponseWriter, r *http.Request, err error) {
-	m.keyErrors.Add(1)
+	m.core.KeyErrors.Add(1)
 	status := http.StatusBadRequest
 	if !errors.Is(err, ErrNoKey) && !errors.Is(err, store.ErrInvalidKey) {
 		status = http.StatusInternalServerError
@@ -507,7 +368,7 @@ func (m *Middleware) keyError(w http.ResponseWriter, r *http.Request, err error)
 // limiterError answers a request whose limiter failed and did not admit
 // it; retry is the limiter's RetryAfter.
 func (m *Middleware) limiterError(w http.ResponseWriter, r *http.Request, err error, retry time.Duration) {
-	m.failures.Add(1)
+	m.core.Failures.Add(1)
 	tooCostly := errors.Is(err, algo.ErrCostExceedsBurst)
 	if !tooCostly { // the client's doing, not a failure to log
 		m.logError(r, "httplimit: limiter failed; request refused", err)
@@ -532,16 +393,9 @@ func (m *Middleware) limiterError(w http.ResponseWriter, r *http.Request, err er
 	}
 }
 
-// logError logs err at level Error, at most once a second; the line counts
-// the errors not logged since the last.
+// logError logs err at level Error, at most once a second.
 func (m *Middleware) logError(r *http.Request, msg string, err error) {
-	unlogged, ok := m.logs.Allow()
-	if !ok {
-		return
-	}
-	m.log.LogAttrs(r.Context(), slog.LevelError, msg, slog.String("error", err.Error()),
-		slog.String("method", r.Method), slog.String("path", r.URL.Path),
-		slog.Uint64("unlogged", unlogged))
+	m.core.LogError(r.Context(), msg, err, slog.String("method", r.Method), slog.String("path", r.URL.Path))
 }
 
 // DecisionFrom returns the decision of the limit that binds on the request
@@ -549,11 +403,11 @@ func (m *Middleware) logError(r *http.Request, msg string, err error) {
 // least remaining. It reports false for a context the middleware did not
 // decide (a skipped request, one whose limiter failed).
 func DecisionFrom(ctx context.Context) (floodgate.Decision, bool) {
-	dc, ok := ctx.Value(decisionKey{}).(*decisionContext)
+	dc, ok := frontend.From(ctx)
 	if !ok {
 		return floodgate.Decision{}, false
 	}
-	return dc.md.Decisions[dc.binding], true
+	return dc.Bound(), true
 }
 
 // MultiDecisionFrom returns the decisions of every limit on the request
@@ -561,9 +415,9 @@ func DecisionFrom(ctx context.Context) (floodgate.Decision, bool) {
 // caller must not modify its Decisions. It reports false as DecisionFrom
 // does.
 func MultiDecisionFrom(ctx context.Context) (floodgate.MultiDecision, bool) {
-	dc, ok := ctx.Value(decisionKey{}).(*decisionContext)
+	dc, ok := frontend.From(ctx)
 	if !ok {
 		return floodgate.MultiDecision{}, false
 	}
-	return dc.md, true
+	return dc.MD, true
 }

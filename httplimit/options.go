@@ -6,31 +6,28 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate"
+	"github.com/floodgate/floodgate/internal/frontend"
 )
 
 // An Option configures a Middleware.
 type Option interface{ apply(*config) }
 
 type config struct {
-	key        KeyFunc
-	cost       func(*http.Request) int64
-	n          int64
-	name, unit string
-	skips      []func(*http.Request) bool
-	status     int
-	body       []byte
-	bodyType   string
-	denied     http.Handler
-	onLimited  func(*http.Request, floodgate.Decision)
-	onError    func(http.ResponseWriter, *http.Request, error)
-	log        *slog.Logger
-	headers    Headers
-	maxWait    time.Duration
+	frontend.Config[*http.Request]
+	unit     string
+	status   int
+	body     []byte
+	bodyType string
+	denied   http.Handler
+	onError  func(http.ResponseWriter, *http.Request, error)
+	headers  Headers
 }
 
 // defaults returns the configuration before any option.
 func defaults() config {
-	return config{key: ClientIP{}.Key, n: 1, status: http.StatusTooManyRequests, headers: RateLimitHeaders}
+	c := config{status: http.StatusTooManyRequests, headers: RateLimitHeaders}
+	c.Key, c.N = ClientIP{}.Key, 1
+	return c
 }
 
 type optionFunc func(*config)
@@ -40,12 +37,12 @@ func (f optionFunc) apply(c *config) { f(c) }
 // WithKey keys requests with f instead of their client address
 // (ClientIP{}.Key, which believes no proxy header). With NewAll, it is the
 // key of the limits that have none of their own.
-func WithKey(f KeyFunc) Option { return optionFunc(func(c *config) { c.key = f }) }
+func WithKey(f KeyFunc) Option { return optionFunc(func(c *config) { c.Key = f }) }
 
 // WithCost makes every request cost n units instead of 1. With NewAll, it
 // is the cost of the limits that have no Cost of their own.
 func WithCost(n int64) Option {
-	return optionFunc(func(c *config) { c.n, c.cost = n, nil })
+	return optionFunc(func(c *config) { c.N, c.Cost = n, nil })
 }
 
 // WithCostFunc makes each request cost f(r) units instead of 1: the bytes
@@ -58,13 +55,13 @@ func WithCost(n int64) Option {
 // example). With NewAll, it is the cost of the limits that have no Cost of
 // their own.
 func WithCostFunc(f func(*http.Request) int64) Option {
-	return optionFunc(func(c *config) { c.cost = f })
+	return optionFunc(func(c *config) { c.Cost = f })
 }
 
 // WithName names the limit in the header fields and in problem details
 // (for New; NewAll takes Limit.Name). By default the name is the
 // limiter's name (floodgate.WithName), or "default" if it has none.
-func WithName(name string) Option { return optionFunc(func(c *config) { c.name = name }) }
+func WithName(name string) Option { return optionFunc(func(c *config) { c.Name = name }) }
 
 // WithQuotaUnit sets the quota unit advertised in RateLimit-Policy (its qu
 // parameter): "requests" (the default, not written), "content-bytes", or
@@ -77,7 +74,7 @@ func WithQuotaUnit(unit string) Option { return optionFunc(func(c *config) { c.u
 // monitoring (see ClientIP.In), internal callers. Several WithSkip options
 // add up: a request is skipped if any says so.
 func WithSkip(f func(*http.Request) bool) Option {
-	return optionFunc(func(c *config) { c.skips = append(c.skips, f) })
+	return optionFunc(func(c *config) { c.Skips = append(c.Skips, f) })
 }
 
 // WithStatus sets the status of a denial, 429 Too Many Requests by
@@ -103,7 +100,7 @@ func WithDeniedHandler(h http.Handler) Option { return optionFunc(func(c *config
 // limiter in dry-run mode would have denied (d.DryRun set), which is
 // served: for metrics and logs. f must not write to the response.
 func WithOnLimited(f func(r *http.Request, d floodgate.Decision)) Option {
-	return optionFunc(func(c *config) { c.onLimited = f })
+	return optionFunc(func(c *config) { c.OnLimited = f })
 }
 
 // WithErrorHandler answers the requests that the middleware cannot decide
@@ -118,7 +115,7 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error))
 // limiter and key-function errors at level Error, at most one line a
 // second (with the number of errors not logged since the last line), and
 // each request a dry-run limiter would have denied at level Info.
-func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.log = l }) }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(c *config) { c.Log = l }) }
 
 // WithHeaders selects the rate-limit header fields written,
 // RateLimitHeaders by default: RateLimitHeaders|LegacyHeaders adds the
@@ -138,5 +135,5 @@ func WithHeaders(h Headers) Option { return optionFunc(func(c *config) { c.heade
 // default) refuses at once, as without the option. For New only: NewAll
 // panics with it, since waiting cannot yet be all or nothing.
 func WithDelay(maxWait time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxWait = max(maxWait, 0) })
+	return optionFunc(func(c *config) { c.MaxWait = max(maxWait, 0) })
 }
