@@ -22,6 +22,14 @@
 // (floodgate.Limiter.Delay). A call cancelled while it waits gives its units back if
 // no call has queued behind it (floodgate.Reservation.Cancel).
 //
+// # Options shared with httplimit
+//
+// Both front-ends are built on one core, so they take the same options:
+//   - WithKey, WithCost, WithCostFunc: who is calling, and what a call costs.
+//   - WithName: the limit's name (for New; NewAll takes Limit.Name).
+//   - WithSkip, WithOnLimited, WithLogger, WithDelay.
+//   - ByContext, FirstOf and Global, and ErrNoKey, are the same helpers.
+//
 // A stream is decided once, when it opens. The limiter's store and failure
 // mode (package failsafe) decide what happens while a shared store is
 // down: an error that denies is codes.Unavailable, with a RetryInfo.

@@ -6,13 +6,12 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
 
 	"github.com/floodgate/floodgate"
-	"github.com/floodgate/floodgate/internal/logthrottle"
+	"github.com/floodgate/floodgate/internal/frontend"
 	"github.com/floodgate/floodgate/internal/seconds"
 	"github.com/floodgate/floodgate/store"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -66,30 +65,22 @@ import (
 //
 // An Interceptor is safe for concurrent use.
 type Interceptor struct {
+	core         *frontend.Core[*call]
 	limits       []limit
-	defKey       KeyFunc
-	skips        []func(context.Context, string) bool
 	quotaFailure bool
-	onLimited    func(context.Context, string, floodgate.Decision)
-	log          *slog.Logger
-	maxWait      time.Duration // WithDelay's; 0: refuse at once
-
-	denials                           counter
-	dryRunDenied, keyErrors, failures counter
-	servedOnError, abandoned          counter
-	logs                              logthrottle.Throttle // one error line a second
 }
 
-type counter struct {
-	atomic.Uint64
-	_ [56]byte
+// call is a gRPC call as the front-end core sees it: ctx is the call's
+// context, and once it is decided, the context carrying the decision.
+type call struct {
+	ctx    context.Context
+	method string
+	req    any // a unary call's request; nil for a stream
 }
 
+// limit is one limit of an Interceptor, ready to use.
 type limit struct {
-	l       *floodgate.Limiter
-	key     KeyFunc  // nil: the interceptor's
-	cost    CostFunc // nil: 1
-	name    string
+	frontend.Limit[*call]
 	methods []string // nil: all
 }
 
@@ -136,34 +127,28 @@ func newInterceptor(limits []Limit, opts []Option, single bool) *Interceptor {
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	if !single && c.maxWait > 0 {
+	if !single && c.MaxWait > 0 {
 		panic("grpclimit: WithDelay is for New: NewAll decides its limits all or nothing, without waiting")
 	}
-	if c.log == nil {
-		c.log = slog.Default()
+	if c.Key == nil {
+		c.Key = defaults().Key
 	}
-	i := &Interceptor{defKey: c.key, skips: c.skips, quotaFailure: c.quotaFailure, onLimited: c.onLimited, log: c.log, maxWait: c.maxWait}
-	if i.defKey == nil {
-		i.defKey = defaults().key
-	}
+	i := &Interceptor{core: frontend.NewCore(c.Config), quotaFailure: c.quotaFailure}
+	taken := make(map[string]bool)
 	for k, lc := range limits {
 		if lc.Limiter == nil {
 			panic("grpclimit: limit " + strconv.Itoa(k) + " has a nil Limiter")
 		}
-		lim := limit{l: lc.Limiter, key: lc.Key, cost: lc.Cost, name: lc.Name, methods: lc.Methods}
-		if lc.Cost == nil {
-			lim.cost = c.cost
-		}
+		name, methods := lc.Name, lc.Methods
 		if single {
-			lim.methods = c.methods
-		}
-		if lim.name == "" {
-			lim.name = lc.Limiter.Name()
-			if lim.name == lc.Limiter.Policy().String() {
-				lim.name = "default"
+			methods = c.methods
+			if c.Name != "" {
+				name = c.Name
 			}
 		}
-		i.limits = append(i.limits, lim)
+		name = frontend.LimitName(name, lc.Limiter, taken)
+		lim := frontend.NewLimit(lc.Limiter, lc.Key.of(), lc.Cost.of(), name, &c.Config)
+		i.limits = append(i.limits, limit{Limit: lim, methods: methods})
 	}
 	return i
 }
@@ -212,16 +197,7 @@ type Stats struct {
 }
 
 // Stats returns the interceptor's counts.
-func (i *Interceptor) Stats() Stats {
-	return Stats{
-		Denied:        i.denials.Load(),
-		DryRunDenied:  i.dryRunDenied.Load(),
-		KeyErrors:     i.keyErrors.Load(),
-		Errors:        i.failures.Load(),
-		ServedOnError: i.servedOnError.Load(),
-		Abandoned:     i.abandoned.Load(),
-	}
-}
+func (i *Interceptor) Stats() Stats { return Stats(i.core.Stats()) }
 
 // applies reports whether a limit on methods applies to fullMethod.
 func applies(methods []string, fullMethod string) bool {
@@ -238,67 +214,47 @@ func applies(methods []string, fullMethod string) bool {
 
 // decisionContext is the context of a decided call.
 type decisionContext struct {
-	context.Context
-	md      floodgate.MultiDecision
-	limits  []*limit // the limits that applied, in the order of md.Decisions
-	checks  []floodgate.Check
-	binding int
-	one     [1]floodgate.Decision
-	lim     [1]*limit
-	check   [1]floodgate.Check
+	frontend.Decided
+	limits []*limit // the limits that applied, in the order of MD.Decisions
+	lim    [1]*limit
 }
 
-type decisionKey struct{}
-
-func (c *decisionContext) Value(key any) any {
-	if _, ok := key.(decisionKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
+// limit returns the k-th limit that applied, for the core.
+func (dc *decisionContext) limit(k int) *frontend.Limit[*call] { return &dc.limits[k].Limit }
 
 // check decides a call and returns its context, or the status error that
 // ends it.
 func (i *Interceptor) check(ctx context.Context, method string, req any) (context.Context, error) {
-	if i.skipped(ctx, method) {
+	c := &call{ctx: ctx, method: method, req: req}
+	if i.core.Skipped(c) {
 		return ctx, nil
 	}
-	dc := &decisionContext{Context: ctx}
+	dc := &decisionContext{}
 	if dc.limits = i.applying(dc.lim[:0], method); len(dc.limits) == 0 {
 		return ctx, nil
 	}
-	if err := i.checks(dc, method, req); err != nil {
-		return nil, err
+	dc.Init(ctx, len(dc.limits))
+	if err := i.core.Fill(&dc.Decided, dc.limit, c); err != nil {
+		return nil, i.keyError(ctx, method, err)
 	}
+	c.ctx = dc
 	// A dry-run limit's decision on a cost past its burst stands.
-	if err := dc.decide(i.maxWait); err != nil && !(dc.md.Allowed && errors.Is(err, algo.ErrCostExceedsBurst)) {
+	if err := dc.Decide(i.core.MaxWait); err != nil && !(dc.MD.Allowed && errors.Is(err, algo.ErrCostExceedsBurst)) {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			i.abandoned.Add(1) // cancelled while waiting its turn
+			i.core.Abandoned.Add(1) // cancelled while waiting its turn
 			return nil, status.FromContextError(err).Err()
 		}
-		return i.failed(ctx, method, err, dc.md.Allowed, dc.md.RetryAfter)
+		return i.failed(ctx, method, err, dc.MD.Allowed, dc.MD.RetryAfter)
 	}
-	dc.binding = binding(&dc.md)
-	if !dc.md.Allowed {
-		return nil, i.denied(dc, method)
+	if !dc.MD.Allowed {
+		return nil, i.denied(dc, c)
 	}
-	for k := range dc.md.Decisions {
-		if dc.md.Decisions[k].DryRun {
-			i.dryRun(dc, method, k)
+	for k := range dc.MD.Decisions {
+		if dc.MD.Decisions[k].DryRun {
+			i.dryRun(dc, c, k)
 		}
 	}
 	return dc, nil
-}
-
-// skipped reports whether one of the skip functions (WithSkip) exempts
-// the call.
-func (i *Interceptor) skipped(ctx context.Context, method string) bool {
-	for _, skip := range i.skips {
-		if skip(ctx, method) {
-			return true
-		}
-	}
-	return false
 }
 
 // applying appends to dst the limits that apply to method, in their
@@ -312,83 +268,13 @@ func (i *Interceptor) applying(dst []*limit, method string) []*limit {
 	return dst
 }
 
-// checks sets dc.checks, one for each limit in dc.limits: its limiter,
-// the call's key (the limit's key function, else the interceptor's,
-// called at most once for all the limits that use it) and the call's cost
-// (the limit's cost function, else 1). It returns the status of a call
-// whose key cannot be found.
-func (i *Interceptor) checks(dc *decisionContext, method string, req any) error {
-	if len(dc.limits) == 1 {
-		dc.checks = dc.check[:]
-	} else {
-		dc.checks = make([]floodgate.Check, len(dc.limits))
-	}
-	var def defaultKey
-	for k, lim := range dc.limits {
-		var key string
-		var err error
-		if lim.key != nil {
-			key, err = lim.key(dc.Context, method)
-		} else {
-			key, err = def.get(dc.Context, i.defKey, method)
-		}
-		if err != nil {
-			return i.keyError(dc.Context, method, err)
-		}
-		n := int64(1)
-		if lim.cost != nil {
-			n = lim.cost(dc.Context, method, req)
-		}
-		dc.checks[k] = floodgate.Check{Limiter: lim.l, Key: key, N: n, Peek: n == 0}
-	}
-	return nil
-}
-
-// defaultKey is a call's key by the interceptor's key function, found
-// once for all the limits without their own. Its zero value has not yet
-// called it.
-type defaultKey struct {
-	key  string
-	err  error
-	done bool
-}
-
-// get returns the key f finds for the call, calling f the first time.
-func (d *defaultKey) get(ctx context.Context, f KeyFunc, method string) (string, error) {
-	if !d.done {
-		d.key, d.err = f(ctx, method)
-		d.done = true
-	}
-	return d.key, d.err
-}
-
-// decide decides dc.checks into dc.md: a single limit by its Delay
-// (which is AllowN when maxWait is 0), into dc's own storage, several all or
-// nothing by floodgate.AllowAll. It returns the limiters' error, dc.md
-// set even then.
-func (dc *decisionContext) decide(maxWait time.Duration) error {
-	if len(dc.checks) != 1 {
-		var err error
-		dc.md, err = floodgate.AllowAll(dc.Context, dc.checks...)
-		return err
-	}
-	c := dc.checks[0]
-	d, err := c.Limiter.Delay(dc.Context, c.Key, c.N, maxWait)
-	dc.one[0] = d
-	dc.md = floodgate.MultiDecision{Allowed: d.Allowed, Denied: -1, Decisions: dc.one[:]}
-	if !d.Allowed {
-		dc.md.RetryAfter, dc.md.Denied = d.RetryAfter, 0
-	}
-	return err
-}
-
 // failed ends a call whose limiters failed with err: when their failure
 // mode admitted it anyway (allowed; dry-run mode) the call goes on with
 // ctx, else it fails with limiterError's status, retry being the
 // limiters' wait.
 func (i *Interceptor) failed(ctx context.Context, method string, err error, allowed bool, retry time.Duration) (context.Context, error) {
 	if allowed {
-		i.servedOnError.Add(1)
+		i.core.ServedOnError.Add(1)
 		i.logError(ctx, method, "grpclimit: limiter failed; call served", err)
 		return ctx, nil
 	}
@@ -397,32 +283,17 @@ func (i *Interceptor) failed(ctx context.Context, method string, err error, allo
 
 // denied counts a denied call, reports it to the WithOnLimited function,
 // and returns its status.
-func (i *Interceptor) denied(dc *decisionContext, method string) error {
-	i.denials.Add(1)
-	if i.onLimited != nil {
-		i.onLimited(dc, method, dc.md.Decisions[dc.binding])
+func (i *Interceptor) denied(dc *decisionContext, c *call) error {
+	i.core.Denials.Add(1)
+	if i.core.OnLimited != nil {
+		i.core.OnLimited(c, dc.Bound())
 	}
 	return i.denial(dc)
 }
 
-// binding returns the index of the limit that binds: the one that denied
-// with the longest wait, else the one with the least remaining.
-func binding(md *floodgate.MultiDecision) int {
-	if !md.Allowed && md.Denied >= 0 {
-		return md.Denied
-	}
-	b := 0
-	for k := 1; k < len(md.Decisions); k++ {
-		if md.Decisions[k].Remaining < md.Decisions[b].Remaining {
-			b = k
-		}
-	}
-	return b
-}
-
 // denial returns the status of a denied call.
 func (i *Interceptor) denial(dc *decisionContext) error {
-	md := &dc.md
+	md := &dc.MD
 	var msg string
 	if md.RetryAfter == algo.Never {
 		msg = "rate limit exceeded: the call costs more than the limit allows at once"
@@ -440,9 +311,9 @@ func (i *Interceptor) denial(dc *decisionContext) error {
 			if !d.Allowed && !d.Policy().IsZero() { // not a dry-run limit left undecided
 				lim := dc.limits[k]
 				qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-					Subject:     "limit:" + lim.name,
-					Description: lim.l.Policy().String() + " exceeded",
-					QuotaId:     lim.name,
+					Subject:     "limit:" + lim.Name,
+					Description: lim.Limiter.Policy().String() + " exceeded",
+					QuotaId:     lim.Name,
 				})
 			}
 		}
@@ -455,22 +326,22 @@ func (i *Interceptor) denial(dc *decisionContext) error {
 }
 
 // dryRun records that limit k, in dry-run mode, would have denied a call.
-func (i *Interceptor) dryRun(dc *decisionContext, method string, k int) {
-	i.dryRunDenied.Add(1)
-	d := dc.md.Decisions[k]
-	if i.log.Enabled(dc, slog.LevelInfo) {
-		i.log.LogAttrs(dc, slog.LevelInfo, "grpclimit: dry run: call over the limit, served",
-			slog.String("limit", dc.limits[k].name), slog.String("key", dc.checks[k].Key),
-			slog.String("method", method), slog.Duration("retry_after", d.RetryAfter))
+func (i *Interceptor) dryRun(dc *decisionContext, c *call, k int) {
+	i.core.DryRunDenied.Add(1)
+	d := dc.MD.Decisions[k]
+	if log := i.core.Log; log.Enabled(dc, slog.LevelInfo) {
+		log.LogAttrs(dc, slog.LevelInfo, "grpclimit: dry run: call over the limit, served",
+			slog.String("limit", dc.limits[k].Name), slog.String("key", dc.Checks[k].Key),
+			slog.String("method", c.method), slog.Duration("retry_after", d.RetryAfter))
 	}
-	if i.onLimited != nil {
-		i.onLimited(dc, method, d)
+	if i.core.OnLimited != nil {
+		i.core.OnLimited(c, d)
 	}
 }
 
 // keyError returns the status of a call whose key could not be found.
 func (i *Interceptor) keyError(ctx context.Context, method string, err error) error {
-	i.keyErrors.Add(1)
+	i.core.KeyErrors.Add(1)
 	if errors.Is(err, ErrNoKey) || errors.Is(err, store.ErrInvalidKey) {
 		return status.Error(codes.InvalidArgument, "the call does not say who is making it, so it cannot be rate-limited")
 	}
@@ -481,7 +352,7 @@ func (i *Interceptor) keyError(ctx context.Context, method string, err error) er
 // limiterError returns the status of a call whose limiter failed and did
 // not admit it.
 func (i *Interceptor) limiterError(ctx context.Context, method string, err error, retry time.Duration) error {
-	i.failures.Add(1)
+	i.core.Failures.Add(1)
 	tooCostly := errors.Is(err, algo.ErrCostExceedsBurst)
 	if !tooCostly { // the client's doing, not a failure to log
 		i.logError(ctx, method, "grpclimit: limiter failed; call refused", err)
@@ -504,24 +375,18 @@ func (i *Interceptor) limiterError(ctx context.Context, method string, err error
 	return st.Err()
 }
 
-// logError logs err at level Error, at most once a second; the line counts
-// the errors not logged since the last.
+// logError logs err at level Error, at most once a second.
 func (i *Interceptor) logError(ctx context.Context, method, msg string, err error) {
-	unlogged, ok := i.logs.Allow()
-	if !ok {
-		return
-	}
-	i.log.LogAttrs(ctx, slog.LevelError, msg, slog.String("error", err.Error()),
-		slog.String("method", method), slog.Uint64("unlogged", unlogged))
+	i.core.LogError(ctx, msg, err, slog.String("method", method))
 }
 
 // DecisionFrom returns the decision of the limit that binds on the call
 // whose context is ctx: the limit that denied, or the one with the least
 // remaining. It reports false for a call the interceptor did not decide.
 func DecisionFrom(ctx context.Context) (floodgate.Decision, bool) {
-	dc, ok := ctx.Value(decisionKey{}).(*decisionContext)
+	dc, ok := frontend.From(ctx)
 	if !ok {
 		return floodgate.Decision{}, false
 	}
-	return dc.md.Decisions[dc.binding], true
+	return dc.Bound(), true
 }

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"github.com/floodgate/floodgate/httplimit"
-	"github.com/floodgate/floodgate/internal/keyvalue"
+	"github.com/floodgate/floodgate/internal/frontend"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 )
@@ -24,9 +23,17 @@ import (
 // only as trustworthy as whatever checked that metadata.
 type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 
+// of is f as the front-end core calls it; nil for a nil f.
+func (f KeyFunc) of() func(*call) (string, error) {
+	if f == nil {
+		return nil
+	}
+	return func(c *call) (string, error) { return f(c.ctx, c.method) }
+}
+
 // ErrNoKey is wrapped by the errors of KeyFuncs for a call that carries no
 // usable key. It is httplimit.ErrNoKey.
-var ErrNoKey = httplimit.ErrNoKey
+var ErrNoKey = frontend.ErrNoKey
 
 // ErrNoPeerAddr is returned by the KeyFunc of ByPeer for a call whose peer
 // has no IP address (a unix socket, an in-memory connection): key such
@@ -79,7 +86,7 @@ func PeerAddr(ctx context.Context) (netip.Addr, error) {
 // ByMetadata returns a KeyFunc keying calls on the first value of the
 // incoming metadata key (such as "x-api-key"; keys are lower case). A call
 // without it, or with an empty value or one longer than
-// httplimit.MaxKeyLen, has no key (ErrNoKey).
+// frontend.MaxKeyLen, has no key (ErrNoKey).
 func ByMetadata(key string) KeyFunc {
 	key = strings.ToLower(key)
 	return func(ctx context.Context, _ string) (string, error) {
@@ -88,8 +95,8 @@ func ByMetadata(key string) KeyFunc {
 		switch {
 		case len(vs) == 0 || vs[0] == "":
 			return "", fmt.Errorf("grpclimit: no %s metadata: %w", key, ErrNoKey)
-		case len(vs[0]) > httplimit.MaxKeyLen:
-			return "", fmt.Errorf("grpclimit: %s metadata longer than %d bytes: %w", key, httplimit.MaxKeyLen, ErrNoKey)
+		case len(vs[0]) > frontend.MaxKeyLen:
+			return "", fmt.Errorf("grpclimit: %s metadata longer than %d bytes: %w", key, frontend.MaxKeyLen, ErrNoKey)
 		}
 		return vs[0], nil
 	}
@@ -107,14 +114,7 @@ func Global(context.Context, string) (string, error) { return "*", nil }
 // ID): a string, an integer or a fmt.Stringer, as httplimit.ByContext.
 func ByContext(key any) KeyFunc {
 	return func(ctx context.Context, _ string) (string, error) {
-		s, err := keyvalue.String(ctx.Value(key))
-		if err != nil {
-			return "", fmt.Errorf("grpclimit: context value %v %w", key, err)
-		}
-		if s == "" {
-			return "", fmt.Errorf("grpclimit: no context value %v: %w", key, ErrNoKey)
-		}
-		return s, nil
+		return frontend.FromContext("grpclimit", key, ctx.Value(key))
 	}
 }
 
@@ -122,22 +122,12 @@ func ByContext(key any) KeyFunc {
 // first key found wins, prefixed with its function's index and a colon;
 // ErrNoKey passes on to the next function; other errors stop.
 func FirstOf(fns ...KeyFunc) KeyFunc {
-	fns = append([]KeyFunc(nil), fns...)
+	fs := make([]func(*call) (string, error), len(fns))
+	for i, f := range fns {
+		fs[i] = f.of()
+	}
+	first := frontend.FirstOf("grpclimit", fs)
 	return func(ctx context.Context, fullMethod string) (string, error) {
-		var errs []error
-		for i, f := range fns {
-			k, err := f(ctx, fullMethod)
-			if err == nil {
-				return strconv.Itoa(i) + ":" + k, nil
-			}
-			if !errors.Is(err, ErrNoKey) {
-				return "", err
-			}
-			errs = append(errs, err)
-		}
-		if len(errs) == 0 {
-			return "", fmt.Errorf("grpclimit: FirstOf of no KeyFunc: %w", ErrNoKey)
-		}
-		return "", errors.Join(errs...)
+		return first(&call{ctx: ctx, method: fullMethod})
 	}
 }

@@ -151,6 +151,13 @@
 // the request's goroutine, and a waiting request costs its connection and
 // that goroutine (the bench module measures it).
 //
+// # One core with grpclimit
+//
+// Package grpclimit, the gRPC interceptors, is built on the same core: the
+// same options (WithKey, WithCost, WithCostFunc, WithName, WithSkip,
+// WithOnLimited, WithLogger, WithDelay), the same key helpers, the same
+// ErrNoKey, the same counts (Stats). A feature of one is a feature of both.
+//
 // # Keys
 //
 // A KeyFunc names a request's key. ClientIP.Key (the default), ByHeader,
