@@ -396,3 +396,31 @@ func TestShapeNewAllRefusesDelay(t *testing.T) {
 	}()
 	NewAll([]Limit{{Limiter: l}}, WithDelay(time.Second))
 }
+
+// TestShapeWindowQueueBounded: WithDelay on a window policy queues at most
+// the requests the policy admits within the maximum wait (here 90s: two
+// windows begun, 20); the next is refused at once, not held (issue 28:
+// 990 of 1,000 held on fixed-window 10/1m).
+func TestShapeWindowQueueBounded(t *testing.T) {
+	l, fc := newLimiter(t, "fixed-window 10/1m")
+	m := New(l, WithDelay(90*time.Second))
+	sc := newShapeClient(t, m, fc)
+	out := make(chan shaped, 32)
+	for id := range 10 {
+		if s := arrive(t, sc, fc, id, out); s == nil || s.status != http.StatusOK {
+			t.Fatalf("request %d of the first 10: %+v", id, s)
+		}
+	}
+	for id := 10; id < 30; id++ {
+		if s := arrive(t, sc, fc, id, out); s != nil {
+			t.Fatalf("request %d answered at once: %+v; want it queued", id, s)
+		}
+	}
+	if s := arrive(t, sc, fc, 30, out); s == nil || s.status != http.StatusTooManyRequests {
+		t.Fatalf("request 31, past a queue of 20: %+v; want 429 at once", s)
+	}
+	fc.Advance(2 * time.Minute)
+	for range 20 {
+		<-out
+	}
+}
