@@ -254,3 +254,24 @@ func TestDocLinks(t *testing.T) {
 		}
 	}
 }
+
+// The guide's configuration file serves as printed.
+func TestGuideConfig(t *testing.T) {
+	data, err := os.ReadFile("../../docs/guide.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?ms)^```yaml\n(.*?)^```$").FindStringSubmatch(string(data))
+	if m == nil {
+		t.Fatal("docs/guide.md has no YAML block")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "floodgate.yaml")
+	if err := os.WriteFile(cfg, []byte(m[1]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, []string{"XDG_STATE_HOME=" + dir}, "--config", cfg)
+	if code, d := call(t, "POST", p.url("/v1/check"), `{"policy":"per-user","key":"u42"}`); code != 200 || d["remaining"] != 19.0 {
+		t.Errorf("a check of the guide's per-user policy: %d %v", code, d)
+	}
+}
