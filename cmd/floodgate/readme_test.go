@@ -219,6 +219,11 @@ func (rr *recipeRun) start(t *testing.T, line string) {
 
 // shell runs a shell block of the README and returns its standard output.
 func (rr *recipeRun) shell(t *testing.T, text string) string {
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil && (tool == "bash" || strings.Contains(text, "curl ")) {
+			t.Skipf("%s is not installed: %v", tool, err)
+		}
+	}
 	cmd := exec.Command("bash", "-c", rr.substitute(t, text))
 	cmd.Dir, cmd.Env = rr.dir, rr.env
 	var stderr bytes.Buffer
