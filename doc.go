@@ -62,4 +62,10 @@
 // Limiters and stores are safe for concurrent use. Every decision on a key
 // is atomic: a thousand goroutines on one key at one instant admit exactly
 // what the policy allows.
+//
+// # Versions
+//
+// Version is the release. CHANGELOG.md lists what each release changed,
+// and docs/compatibility.md what a release may change: before v1, a minor
+// release may break the API, and says how to upgrade.
 package floodgate
