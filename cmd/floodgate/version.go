@@ -13,7 +13,7 @@ const versionUsage = `Usage: floodgate version
 
 Version prints floodgate's release (floodgate.Version: v1.2.3, or
 v1.3.0-dev between releases), the module version when go install built it
-from another, the commit and its time when the build recorded them, and
+from a module of another version, the commit and its time when the build recorded them, and
 the Go version, on one line:
 
   floodgate v1.2.3 commit 0123456789ab 2026-11-25T10:00:00Z (modified) go1.26.8
@@ -41,9 +41,6 @@ func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // versionLine is version's line for the build bi.
 func versionLine(bi *debug.BuildInfo) string {
 	line := "floodgate " + floodgate.Version
-	if v := bi.Main.Version; v != "" && v != "(devel)" && v != floodgate.Version {
-		line += " (module " + v + ")"
-	}
 	var rev, at, modified string
 	for _, s := range bi.Settings {
 		switch s.Key {
@@ -56,6 +53,12 @@ func versionLine(bi *debug.BuildInfo) string {
 				modified = " (modified)"
 			}
 		}
+	}
+	// A build in a clone records its commit, and Go (1.24 on) a module
+	// version made from it too, which says nothing more; go install of a
+	// module records the module's version alone.
+	if v := bi.Main.Version; rev == "" && v != "" && v != "(devel)" && v != floodgate.Version {
+		line += " (module " + v + ")"
 	}
 	if rev != "" {
 		line += " commit " + rev[:min(len(rev), 12)]
