@@ -21,7 +21,8 @@ import (
 // days (beyond 2^53 ns), limits and bursts up to 10^15 (beyond 2^32, and
 // products beyond 2^100), bursts that take years to drain, periods of a few
 // nanoseconds; buckets of LIMIT 2^32-1 and burst 2^32 over 366 days, and
-// either side of 2^50 units of tau (13/24h, 14/24h).
+// either side of 2^50 units of tau (13/24h, 14/24h); sliding windows past
+// LIMIT*PERIOD 2^50 and logs past PERIOD 2^50 ns.
 var DifferentialPolicies = []string{
 	"token-bucket 3/1s burst=5",
 	"token-bucket 1000000000/1s",
@@ -58,6 +59,9 @@ var DifferentialPolicies = []string{
 	"token-bucket 14/24h",
 	"leaky-bucket 1000/720h",
 	"fixed-window 1000/720h",
+	"sliding-window 1000/24h",
+	"sliding-window 4294967295/1248h",
+	"sliding-log 1000/720h",
 }
 
 // Traces returns n random traces of size bytes each for Differential,

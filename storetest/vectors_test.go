@@ -43,7 +43,9 @@ var vectorPolicies = []string{
 // edgeVectorPolicies are at the bounds of the Redis script's wide bucket
 // path: LIMIT 2^32-1, burst 2^32, costs up to the burst, periods up to 366
 // days, and 13/24h and 14/24h, either side of its old threshold (tau of
-// 2^50 units); and a month's fixed window, on its long path.
+// 2^50 units); a month's fixed window, on its long path; sliding windows
+// past LIMIT*PERIOD 2^50, up to LIMIT 2^32-1 and PERIOD 52 days, and
+// sliding logs past PERIOD 2^50 ns, on their wide paths.
 var edgeVectorPolicies = []string{
 	"token-bucket 4294967295/8784h",
 	"leaky-bucket 4294967295/8784h capacity=4294967296",
@@ -51,6 +53,12 @@ var edgeVectorPolicies = []string{
 	"token-bucket 14/24h",
 	"token-bucket 1000/720h",
 	"fixed-window 1000/720h",
+	"sliding-window 1000/24h",
+	"sliding-window 10000/1h",
+	"sliding-window 4294967295/1248h",
+	"sliding-window 7/1250h",
+	"sliding-log 1000/720h",
+	"sliding-log 3/8784h",
 }
 
 // genVectors decides a random trace for each policy with package algo,
