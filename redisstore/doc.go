@@ -40,12 +40,16 @@
 //     when PERIOD is a whole number of seconds (a month's quota, a
 //     year's); big integers for a longer PERIOD with a fraction of a
 //     second.
-//   - sliding-log: doubles when PERIOD is at most 2^50 ns, else big
-//     integers.
-//   - sliding-window: doubles when LIMIT * PERIOD is at most 2^50 (100/1h,
-//     but not 1000/24h), else big integers.
-//   - A sliding window or log weeks ahead of now (a clock that stepped
-//     back), and a refund: big integers.
+//   - sliding-log: always a fast path: its times are pairs of doubles
+//     (seconds, nanoseconds), whatever the period and the entries'
+//     distance from now.
+//   - sliding-window: doubles when LIMIT * PERIOD is at most 2^50 (100/1h),
+//     or when LIMIT is at most 2^32 and PERIOD at most 52 days (1000/24h,
+//     10000/1h, a month's quota), whatever the state (a window weeks ahead
+//     of a clock that stepped back): a product of a count and a time, past
+//     2^53, is compared through floor(k*PERIOD/w), exact in doubles.
+//     Else big integers (a sliding window of 366 days, or of LIMIT 10^15).
+//   - A refund: big integers.
 //
 // # Functions and scripts
 //

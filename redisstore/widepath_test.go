@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +14,21 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// The buckets of LIMIT and burst up to 2^32, and the fixed windows of
-// whole seconds, decide on a fast path, never on big integers, whatever
-// their period (up to 366 days) and state (a clock a century behind it),
-// and exactly as memory does. The test loads, under the library's own
-// name, a library whose big-integer bucket and fixed window fail: a
-// decision that reaches them fails the test. A bucket past 2^32 and a
-// window of 30 days and half a second must still reach them,
-// which shows the probe works.
+// The buckets of LIMIT and burst up to 2^32, the fixed windows of whole
+// seconds, the sliding windows of LIMIT up to 2^32 and PERIOD up to 52
+// days, and every sliding log decide on a fast path, never on big
+// integers, whatever their period (up to 366 days) and state (a clock a
+// century behind it), and exactly as memory does. The test loads, under
+// the library's own name, a library whose big-integer bucket, fixed
+// window and sliding window fail: a decision that reaches them fails the
+// test. A bucket past 2^32, a fixed window of 30 days and half a second
+// and a sliding window of 366 days must still reach them, which shows the
+// probe works.
 func TestWideFastPath(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.NewServer(t).Client(t)
 	probe := library
-	for _, exact := range []string{"local function bucketExact(p, s, nh, nl, n)\n", "local function fixedExact(p, s, now, n)\n"} {
+	for _, exact := range []string{"local function bucketExact(p, s, nh, nl, n)\n", "local function fixedExact(p, s, now, n)\n", "local function slidingExact(p, s, now, n)\n"} {
 		if !strings.Contains(probe, exact) {
 			t.Fatalf("lua/ has no %q to probe", exact)
 		}
@@ -37,7 +41,7 @@ func TestWideFastPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"token-bucket 1000000000000000/1s", "fixed-window 10/720h0m0.5s"} {
+	for _, p := range []string{"token-bucket 1000000000000000/1s", "fixed-window 10/720h0m0.5s", "sliding-window 1000/8784h"} {
 		big, _ := s.Table("big", algo.MustParsePolicy(p))
 		if _, err := big.Decide(ctx, "k", 1e9, 1); err == nil || !strings.Contains(err.Error(), "the exact path") {
 			t.Fatalf("%s decided without big integers (%v): the probe is not loaded", p, err)
@@ -49,6 +53,9 @@ func TestWideFastPath(t *testing.T) {
 		"token-bucket 4294967295/8784h", "token-bucket 4294967295/8784h burst=4294967296",
 		"token-bucket 7/8784h burst=1", "token-bucket 100/1h", "leaky-bucket 10/1s capacity=20",
 		"fixed-window 1000/720h", "fixed-window 4294967295/8784h", "fixed-window 10/1h",
+		"sliding-window 1000/24h", "sliding-window 10000/1h", "sliding-window 1000/720h",
+		"sliding-window 4294967295/1248h", "sliding-window 100/1h", "sliding-window 3/500ms",
+		"sliding-log 1000/720h", "sliding-log 10/8784h", "sliding-log 100/1h",
 	} {
 		t.Run(p, func(t *testing.T) {
 			pol := algo.MustParsePolicy(p)
@@ -99,6 +106,51 @@ func wideTrace(t *testing.T, ctx context.Context, p algo.Policy, now int64, ss [
 			got, want := res[0][k].Result, res[1][k].Result
 			if got.Decision != want.Decision || got.At != want.At || (got.Err == nil) != (want.Err == nil) {
 				t.Fatalf("op %d.%d (n=%d at %d): Redis %+v, memory %+v", i, k, n, now, got, want)
+			}
+		}
+	}
+}
+
+// A sliding window's wide path decides exactly at the instants where its
+// estimate prev*(PERIOD-elapsed)/PERIOD is a whole number, or one ns
+// either side: where a double's quotient must be checked exactly. Each
+// key fills its first window with prev units, then peeks and decides in
+// the next at elapsed = j*PERIOD/prev (rounded) and +-1 ns, as memory
+// does.
+func TestSlidingWideAtWholeEstimates(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(redistest.NewServer(t).Client(t), WithCallerTime(), WithMinTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := memstore.New(0)
+	for _, spec := range []string{"sliding-window 1000/24h", "sliding-window 10000/1h", "sliding-window 4294967295/1248h", "sliding-window 7/720h"} {
+		p := algo.MustParsePolicy(spec)
+		tr, _ := s.Table("whole", p)
+		tm, _ := m.Table("whole", p)
+		P, L := int64(p.Period()), p.Limit()
+		start := (1_764_000_000 * int64(time.Second) / P) * P
+		for _, prev := range []int64{L, L - 1, L / 3, 1} {
+			key := fmt.Sprintf("%s/%d", spec, prev)
+			for _, tb := range []store.Table{tr, tm} {
+				if _, err := tb.Decide(ctx, key, start, prev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for j := int64(1); j < 12; j++ {
+				e := int64(new(big.Int).Div(new(big.Int).Mul(big.NewInt(j*max(prev/11, 1)), big.NewInt(P)), big.NewInt(prev)).Int64())
+				for _, at := range []int64{start + P + e - 1, start + P + e, start + P + e + 1} {
+					for _, n := range []int64{0, 1} {
+						got, err := tr.Decide(ctx, key, at, n)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want, _ := tm.Decide(ctx, key, at, n)
+						if got != want {
+							t.Fatalf("%s: prev %d, n=%d at start+PERIOD+%d: Redis %+v, memory %+v", spec, prev, n, at-start-P, got, want)
+						}
+					}
+				}
 			}
 		}
 	}

@@ -35,7 +35,6 @@
 local TOKEN, LEAKY, LOG, SLIDING, FIXED = 1, 2, 3, 4, 5
 local MAXH, MAXL = 4611686018, 427387904 -- algo.MaxTime = 2^62 ns
 local MS = 1000000
-local TWO53 = 9007199254740992
 
 local function clone(s)
   local c = {}
@@ -172,7 +171,7 @@ local function resetAt(p, s)
   if a == LOG then
     if s.c == 0 then return nil end
     local last = logEntry(s, s.c - 1)
-    return plus(last.th, last.tl, p.pn or p.period)
+    return pnorm(last.th + p.ph, last.tl + p.pl)
   end
   if s.alg ~= a then return nil end
   if a == TOKEN or a == LEAKY then
@@ -225,7 +224,7 @@ local function admitted(p, s, n, nh, nl, ah, al, wait)
     if type(wait) ~= 'table' and wait == 0 then
       -- AT - now: the event counts from a later instant than now when the
       -- clock stepped back.
-      wait = pdiff(sh, sl, nh, nl) or sub(pbig(sh, sl), pbig(nh, nl))
+      wait = pdiff(sh, sl, nh, nl) or pdur(pnorm(sh - nh, sl - nl))
     end
     -- The units just admitted count until after now: nothing to settle.
     return true, wait, 0, 0
@@ -256,6 +255,17 @@ local function finish(r)
   return r
 end
 
+-- periodIn sets p's PERIOD in ns as a double, pn, and how phase takes
+-- it: modk 1 when it divides 10^9, 2 when 10^9 divides it (pg seconds).
+local function periodIn(p, pn)
+  p.pn = pn
+  if G % pn == 0 then
+    p.modk = 1
+  elseif pn % G == 0 then
+    p.modk, p.pg = 2, pn / G
+  end
+end
+
 -- parsePolicy reads a policy, "ALG LIMIT PERIOD BURST", and works out
 -- what its fast paths need: a bucket's narrow one when tau fits in 2^50
 -- units, and its wide one when LIMIT and burst are at most 2^32.
@@ -264,23 +274,23 @@ local function parsePolicy(w)
   if a == nil then error('floodgate: bad policy ' .. w) end
   local p = {alg = tonumber(a), limit = tonumber(l), period = big(per), burst = tonumber(b)}
   p.bp = mulnum(p.period, p.burst)
+  p.ph, p.pl = bigp(p.period)
   local pn, bpn = tonum(p.period), tonum(p.bp)
   if pn <= FAST then
     -- PERIOD small: a fixed window's and a log's fast paths need no more.
-    p.pn = pn
+    periodIn(p, pn)
     p.quick = p.alg == FIXED
-    if G % pn == 0 then
-      p.modk = 1
-    elseif pn % G == 0 then
-      p.modk, p.pg = 2, pn / G
-    end
     if bpn <= FAST then
       -- PERIOD*BURST small too: the buckets' and sliding window's.
       p.fast, p.bpn = true, bpn
       p.dmax = floor(4 * FAST / p.limit)
       p.quick = p.quick or p.alg == TOKEN or p.alg == LEAKY
     end
-  elseif p.alg == FIXED then
+  end
+  if p.alg == SLIDING and (p.fast or (p.limit <= SMALLD and pn <= WIDEP)) then
+    periodIn(p, pn)
+    p.sw = true
+  elseif pn > FAST and p.alg == FIXED then
     -- PERIOD long: a fixed window's long path, for whole seconds.
     local q, r = divsmall(p.period, G)
     if r == 0 then p.pg, p.quick = tonum(q), true end

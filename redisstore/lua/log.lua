@@ -66,14 +66,12 @@ local function logTake(s, th, tl, n)
   end
 end
 
--- untilExpiry returns (th, tl) + PERIOD - now: a double when exact, else a
--- big.
+-- untilExpiry returns (th, tl) + PERIOD - now, for an entry that has not
+-- expired at now: a double when exact, else a big. It works on pairs
+-- (PERIOD is p.ph s + p.pl ns), whatever the PERIOD and the entry's
+-- distance from now.
 local function untilExpiry(p, th, tl, nh, nl)
-  if p.pn then
-    local d = pdiff(th, tl, nh, nl)
-    if d ~= nil then return d + p.pn end
-  end
-  return sub(add(pbig(th, tl), p.period), pbig(nh, nl))
+  return pdur(pnorm(th + p.ph - nh, tl + p.pl - nl))
 end
 
 local function slidingLog(p, s, nh, nl, n)
@@ -84,13 +82,7 @@ local function slidingLog(p, s, nh, nl, n)
   end
   -- Entries [0, expired) are PERIOD old or older at at: their time is at
   -- most at - PERIOD (the cutoff), which may be before 0.
-  local ch, cl
-  if p.pn then
-    ch, cl = pnorm(ah, al - p.pn)
-  else
-    local a = pbig(ah, al)
-    if cmp(a, p.period) >= 0 then ch, cl = bigp(sub(a, p.period)) else ch, cl = -1, 0 end
-  end
+  local ch, cl = pnorm(ah - p.ph, al - p.pl)
   local expired, gone = 0, 0
   while expired < s.c do
     local e = logEntry(s, expired)

@@ -9,6 +9,7 @@
 local G = 1000000000
 local NEAR = 2000000 -- seconds: 2*10^15 ns < 2^51
 local FAST = 1125899906842624 -- 2^50: the largest product a fast path may hold
+local TWO53 = 9007199254740992
 
 -- pnorm returns (h, l) with l brought into [0, G), for |l| < 2^53.
 local function pnorm(h, l)

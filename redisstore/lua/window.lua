@@ -3,7 +3,8 @@
 -- (s.th, s.tl) and holds s.x units; the previous one held s.y. The fast
 -- paths work in doubles relative to the window's start: a fixed window's
 -- when PERIOD is at most 2^50, a sliding window's when LIMIT*PERIOD is
--- too. The exact ones work on big integers.
+-- too, or LIMIT is at most 2^32 and PERIOD at most WIDEP. The exact ones
+-- work on big integers.
 
 -- phase returns now mod PERIOD, exactly.
 local function phase(p, nh, nl)
@@ -154,8 +155,93 @@ local function slidingExact(p, s, now, n)
   return n == 0, rem, retry, reset
 end
 
+-- A sliding window's fast path (p.sw) decides in doubles for a policy
+-- whose LIMIT*PERIOD is at most 2^50 (p.fast), and for any other of LIMIT
+-- at most 2^32 and PERIOD at most WIDEP (a day's quota, a month's): its
+-- products of a count and a time, past 2^53, go through weightedRoom,
+-- exact in doubles.
+local WIDEP = 4503595332403200 -- 2^52 - 2^32 ns, 52 days
+
+-- divfix returns floor(x/w) and x mod w, for integers 0 <= x < 2^53 - 2^32
+-- and 0 < w <= 2^32: the double's quotient is off by at most one.
+local function divfix(x, w)
+  local q = floor(x / w)
+  local r = x - q * w
+  if r < 0 then return q - 1, r + w end
+  if r >= w then return q + 1, r - w end
+  return q, r
+end
+
+-- weightedRoom returns floor(k*PERIOD/w), for 0 <= k <= w, 0 < w, as
+-- algo.Policy.weightedRoom: directly when k*PERIOD is at most 2^50 (p.fast),
+-- else as k*floor(PERIOD/w) + floor(k*(PERIOD mod w)/w), the latter
+-- product split at 2^16 (w is at most 2^32): every term below 2^50.
+local function weightedRoom(p, k, w)
+  local period = p.pn
+  if p.fast then return floor(k * period / w) end
+  if k == w then return period end
+  local q, r = divfix(period, w)
+  local kh = floor(k / 65536)
+  local q1, r1 = divfix(kh * r, w)
+  local q2 = divfix(r1 * 65536 + (k - kh * 65536) * r, w)
+  return k * q + q1 * 65536 + q2
+end
+
+-- weightedCeil returns ceil(prev*x/PERIOD), for 0 < x <= PERIOD: a
+-- double's estimate (within 2^-20 of the quotient, below 2^32), checked
+-- exactly by weightedRoom when it is near an integer (as wideCeil).
+local function weightedCeil(p, prev, x)
+  local period = p.pn
+  if prev == 0 then return 0 end
+  if p.fast then return ceil(prev * x / period) end
+  if x == period then return prev end
+  local r = prev * x / period
+  local k = floor(r + 0.5)
+  if r - k > NEARINT or k - r > NEARINT then return ceil(r) end
+  -- prev*x <= k*PERIOD exactly when x <= floor(k*PERIOD/prev).
+  if x <= weightedRoom(p, k, prev) then return k end
+  return k + 1
+end
+
+-- slidingAfter returns an offset d (a double, at most 2*PERIOD) from the
+-- window's start (sh, sl) as a duration from now: toStart + d when toStart,
+-- the start minus now, is known (the start is near), else from the pairs;
+-- a double when exact, else a big.
+local function slidingAfter(toStart, d, sh, sl, nh, nl)
+  if toStart then
+    local x = toStart + d
+    if x < TWO53 then return x end
+    return add(num(toStart), num(d))
+  end
+  local h, l = pnorm(sh - nh, sl - nl)
+  local dl = d % G
+  return pdur(h + (d - dl) / G, l + dl)
+end
+
+-- slidingAdmits returns the offset from the window's start of the first
+-- instant from elapsed on that admits n, as algo.Policy.slidingWindowAdmits.
+local function slidingAdmits(p, elapsed, cur, prev, n)
+  local period, limit = p.pn, p.limit
+  local room = limit - n - cur
+  if room >= 0 and room < prev then
+    local wr = weightedRoom(p, room, prev)
+    if wr > 0 then
+      if period - wr < elapsed then return elapsed end
+      return period - wr
+    end
+  end
+  room = limit - n
+  if room < cur then return 2 * period - weightedRoom(p, room, cur) end
+  return period
+end
+
+-- slidingWindow is algo.Policy.slidingWindow: on doubles for a policy with
+-- a fast path (p.sw), whatever its state, else on big integers. The
+-- estimate's test, prev*(PERIOD-elapsed) + (cur+n)*PERIOD <= LIMIT*PERIOD,
+-- is PERIOD-elapsed <= weightedRoom(LIMIT-cur-n, prev) for a room below
+-- prev, and LIMIT - cur - ceil(prev*(PERIOD-elapsed)/PERIOD) is REMAINING.
 local function slidingWindow(p, s, nh, nl, n)
-  if not p.fast then return windowExact(slidingExact, p, s, nh, nl, n) end
+  if not p.sw then return windowExact(slidingExact, p, s, nh, nl, n) end
   local period, limit = p.pn, p.limit
   local r = phase(p, nh, nl)
   local sh, sl = pnorm(nh, nl - r)
@@ -169,43 +255,27 @@ local function slidingWindow(p, s, nh, nl, n)
     if ph == sh and pl == sl then prev = s.x end
   else -- the clock stepped back: the stored window's start
     toStart = pdiff(s.th, s.tl, nh, nl)
-    if toStart == nil then return windowExact(slidingExact, p, s, nh, nl, n) end
     sh, sl, cur, prev, elapsed = s.th, s.tl, s.x, s.y, 0
   end
-  local weighted = prev * (period - elapsed)
+  -- Counts past LIMIT, which another policy left, are the exact path's.
+  if cur > limit or prev > limit then return windowExact(slidingExact, p, s, nh, nl, n) end
+  local x = period - elapsed
   local function remaining(cur)
-    local rem = limit - cur - ceil(weighted / period)
+    local rem = limit - cur - weightedCeil(p, prev, x)
     if rem < 0 then return 0 end
     return rem
   end
-  if n > 0 and weighted + (cur + n) * period <= p.bpn then
+  local room = limit - cur - n
+  if n > 0 and room >= 0 and (room >= prev or x <= weightedRoom(p, room, prev)) then
     s.th, s.tl, s.x, s.y = sh, sl, cur + n, prev
-    return true, remaining(cur + n), 0, toStart + 2 * period
+    return true, remaining(cur + n), 0, slidingAfter(toStart, 2 * period, sh, sl, nh, nl)
   end
   local rem, reset, retry = remaining(cur), 0, 0
   if cur > 0 then
-    reset = toStart + 2 * period
+    reset = slidingAfter(toStart, 2 * period, sh, sl, nh, nl)
   elseif prev > 0 then
-    reset = toStart + period
+    reset = slidingAfter(toStart, period, sh, sl, nh, nl)
   end
-  if n > 0 then
-    -- The first instant from at on that admits n, as an offset from the
-    -- window's start (slidingWindowAdmits).
-    local admits
-    local room = limit - n - cur
-    if room >= 0 and room < prev then
-      local wr = floor(room * period / prev)
-      if wr > 0 then
-        admits = period - wr
-        if admits < elapsed then admits = elapsed end
-      end
-    end
-    if admits == nil then
-      admits = period
-      room = limit - n
-      if room < cur then admits = admits + period - floor(room * period / cur) end
-    end
-    retry = toStart + admits
-  end
+  if n > 0 then retry = slidingAfter(toStart, slidingAdmits(p, elapsed, cur, prev, n), sh, sl, nh, nl) end
   return n == 0, rem, retry, reset
 end
