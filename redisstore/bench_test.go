@@ -3,6 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,4 +125,70 @@ func single(t testing.TB) (redis.UniversalClient, []*redistest.Server) {
 func clusterClient(t testing.TB) (redis.UniversalClient, []*redistest.Server) {
 	cl := redistest.SharedCluster(t)
 	return cl.Client(t), cl.Servers()
+}
+
+// BenchmarkPolicies decides on keys drawn from 1,000 of the package's
+// Redis, on Redis's clock, each key decided once before the timer starts:
+// every algorithm at 100/1h, 1000/24h and 10000/1h, by one caller at a
+// time (callers=1, a lone call each) and by 64 at once (callers=64, whose
+// calls share script calls). The Redis CPU per decision (redis-µs/op) is
+// the figure to compare across policies.
+func BenchmarkPolicies(b *testing.B) {
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	for _, alg := range []string{"token-bucket", "leaky-bucket", "fixed-window", "sliding-window", "sliding-log"} {
+		for _, rate := range []string{"100/1h", "1000/24h", "10000/1h"} {
+			for _, callers := range []int{1, 64} {
+				name := fmt.Sprintf("%s/%s/callers=%d", alg, strings.Replace(rate, "/", "per", 1), callers)
+				b.Run(name, func(b *testing.B) { benchPolicy(b, alg+" "+rate, callers, keys) })
+			}
+		}
+	}
+}
+
+// benchPolicy times b.N decisions of policy on keys, taken in turn, by
+// callers goroutines (one: a plain loop), after one untimed decision on
+// each key.
+func benchPolicy(b *testing.B, policy string, callers int, keys []string) {
+	s := newStore(b, testClient(b))
+	tb, err := s.Table("bench", algo.MustParsePolicy(policy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range keys {
+		if _, err := tb.Decide(ctx, k, time.Now().UnixNano(), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	decide := func() error {
+		_, err := tb.Decide(ctx, keys[next.Add(7919)%int64(len(keys))], time.Now().UnixNano(), 1)
+		return err
+	}
+	b.ReportAllocs()
+	m := redistest.NewMeter(testServer(b))
+	m.Start(b)
+	b.ResetTimer()
+	if callers == 1 {
+		for range b.N {
+			if err := decide(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	} else {
+		b.SetParallelism(max(callers/runtime.GOMAXPROCS(0), 1))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := decide(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.StopTimer()
+	m.Stop(b).Report(b, b.N)
 }
