@@ -17,7 +17,7 @@ import (
 
 var quickPrefixes atomic.Int64
 
-// The script decides a lone decision on a bucket or a fixed window without
+// The script decides a lone decision on a bucket or a window without
 // a state table (quick) until an op of a group of several loads the key's
 // state; the key's later ops in the same script call take that state. One
 // script call with both kinds on the same keys decides as the memory store
@@ -62,6 +62,8 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 		// Both script calls fall in one window unless they straddle the
 		// end of one: a chance of about 10^-9 on Redis's clock.
 		"fixed": algo.MustParsePolicy("fixed-window 10/240h"),
+		// A window's units count for two PERIODs: its expiry is past one.
+		"sliding": algo.MustParsePolicy("sliding-window 10/240h"),
 	}
 	for name, p := range policies {
 		for _, callerTime := range []bool{true, false} {
@@ -138,6 +140,9 @@ func TestQuickThenGeneralInOneScriptCall(t *testing.T) {
 					// no expiry.
 					if ttl == -1 {
 						t.Errorf("key %s has no expiry", key)
+					}
+					if name == "sliding" && ttl <= p.Period() {
+						t.Errorf("key %s expires in %v, within one PERIOD", key, ttl)
 					}
 				}
 			})

@@ -289,7 +289,7 @@ local function parsePolicy(w)
   end
   if p.alg == SLIDING and (p.fast or (p.limit <= SMALLD and pn <= WIDEP)) then
     periodIn(p, pn)
-    p.sw = true
+    p.sw, p.quick = true, true
   elseif pn > FAST and p.alg == FIXED then
     -- PERIOD long: a fixed window's long path, for whole seconds.
     local q, r = divsmall(p.period, G)
@@ -414,8 +414,8 @@ local KEEP = false
 -- admitted and commit would: v is the key's value, from this call's
 -- writes or Redis. It works in locals, without a state table, and returns
 -- the op's reply, or nil, having changed nothing, for an op the general
--- path must take: a policy other than a bucket or a fixed window with a
--- fast path (p.quick), a cost of 0 or above the burst, a value of another
+-- path must take: a policy other than a bucket or a fixed or sliding
+-- window with a fast path (p.quick), a cost of 0 or above the burst, a value of another
 -- algorithm or a corrupt one, a state far from now. An admitted op's new
 -- value goes in values[k] and its expiry in expiries[k], for run to write
 -- at the end. Nearly every decision of a busy store is one of these, and
@@ -430,8 +430,8 @@ local function quick(p, v, nh, nl, n, k, values, expiries, mode, minTTL)
     if a ~= p.alg then return nil end
   end
   local keep, rh, rl, reply -- keep: the expiry stands; rh, rl: resetAt
-  if p.alg == FIXED then
-    local ok, rem, retry, reset, sh, sl, count = fixedFast(p, th, tl, x, nh, nl, n)
+  if p.alg == FIXED or p.alg == SLIDING then
+    local ok, rem, retry, reset, sh, sl, count, prev = windowFast(p, th, tl, x, y, nh, nl, n)
     if ok == nil then return nil end
     -- A long window's durations past 2^53 are bigs (see bucketFast's).
     if type(retry) ~= 'number' then retry = out(retry) end
@@ -439,8 +439,14 @@ local function quick(p, v, nh, nl, n, k, values, expiries, mode, minTTL)
     if not ok then return spack(OPREPLY, 0, rem, retry, reset, 0, 0, 0) end
     -- The count went up in the window whose expiry Redis holds.
     keep = mode == 's' and x > 0 and sh == th and sl == tl and (expiries[k] == nil or expiries[k] == KEEP)
-    th, tl, x = sh, sl, count + n
-    if p.pn then rh, rl = pnorm(th, tl + p.pn) else rh, rl = th + p.pg, tl end
+    th, tl, x, y = sh, sl, count + n, prev
+    if p.alg == SLIDING then
+      rh, rl = pnorm(th, tl + 2 * p.pn)
+    elseif p.pn then
+      rh, rl = pnorm(th, tl + p.pn)
+    else
+      rh, rl = th + p.pg, tl
+    end
     -- AT - now: the window's start, when the clock stepped back behind it.
     local at = 0
     if pcmp(th, tl, nh, nl) > 0 then at = pdiff(th, tl, nh, nl) or out(pdur(pnorm(th - nh, tl - nl))) end

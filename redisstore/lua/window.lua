@@ -235,40 +235,40 @@ local function slidingAdmits(p, elapsed, cur, prev, n)
   return period
 end
 
--- slidingWindow is algo.Policy.slidingWindow: on doubles for a policy with
--- a fast path (p.sw), whatever its state, else on big integers. The
--- estimate's test, prev*(PERIOD-elapsed) + (cur+n)*PERIOD <= LIMIT*PERIOD,
--- is PERIOD-elapsed <= weightedRoom(LIMIT-cur-n, prev) for a room below
--- prev, and LIMIT - cur - ceil(prev*(PERIOD-elapsed)/PERIOD) is REMAINING.
-local function slidingWindow(p, s, nh, nl, n)
-  if not p.sw then return windowExact(slidingExact, p, s, nh, nl, n) end
+-- slidingFast is slidingWindow's fast path, for a policy that has one
+-- (p.sw), on a state's numbers: nil for counts past LIMIT, which another
+-- policy left, and else ALLOWED, REMAINING, RETRY and RESET, then the
+-- start of the window it decided in and that window's cur (before n) and
+-- prev. The estimate's test, prev*(PERIOD-elapsed) + (cur+n)*PERIOD <=
+-- LIMIT*PERIOD, is PERIOD-elapsed <= weightedRoom(LIMIT-cur-n, prev) for a
+-- room below prev, and LIMIT - cur - ceil(prev*(PERIOD-elapsed)/PERIOD)
+-- is REMAINING.
+local function slidingFast(p, th, tl, x, y, nh, nl, n)
   local period, limit = p.pn, p.limit
   local r = phase(p, nh, nl)
   local sh, sl = pnorm(nh, nl - r)
   local elapsed, toStart = r, -r -- at minus the start; the start minus now
   local cur, prev = 0, 0
-  local c = pcmp(sh, sl, s.th, s.tl)
+  local c = pcmp(sh, sl, th, tl)
   if c == 0 then
-    cur, prev = s.x, s.y
+    cur, prev = x, y
   elseif c > 0 then
-    local ph, pl = pnorm(s.th, s.tl + period)
-    if ph == sh and pl == sl then prev = s.x end
+    local ph, pl = pnorm(th, tl + period)
+    if ph == sh and pl == sl then prev = x end
   else -- the clock stepped back: the stored window's start
-    toStart = pdiff(s.th, s.tl, nh, nl)
-    sh, sl, cur, prev, elapsed = s.th, s.tl, s.x, s.y, 0
+    toStart = pdiff(th, tl, nh, nl)
+    sh, sl, cur, prev, elapsed = th, tl, x, y, 0
   end
-  -- Counts past LIMIT, which another policy left, are the exact path's.
-  if cur > limit or prev > limit then return windowExact(slidingExact, p, s, nh, nl, n) end
-  local x = period - elapsed
+  if cur > limit or prev > limit then return nil end
+  local left = period - elapsed -- prev's weight times PERIOD is prev*left
   local function remaining(cur)
-    local rem = limit - cur - weightedCeil(p, prev, x)
+    local rem = limit - cur - weightedCeil(p, prev, left)
     if rem < 0 then return 0 end
     return rem
   end
   local room = limit - cur - n
-  if n > 0 and room >= 0 and (room >= prev or x <= weightedRoom(p, room, prev)) then
-    s.th, s.tl, s.x, s.y = sh, sl, cur + n, prev
-    return true, remaining(cur + n), 0, slidingAfter(toStart, 2 * period, sh, sl, nh, nl)
+  if n > 0 and room >= 0 and (room >= prev or left <= weightedRoom(p, room, prev)) then
+    return true, remaining(cur + n), 0, slidingAfter(toStart, 2 * period, sh, sl, nh, nl), sh, sl, cur, prev
   end
   local rem, reset, retry = remaining(cur), 0, 0
   if cur > 0 then
@@ -277,5 +277,23 @@ local function slidingWindow(p, s, nh, nl, n)
     reset = slidingAfter(toStart, period, sh, sl, nh, nl)
   end
   if n > 0 then retry = slidingAfter(toStart, slidingAdmits(p, elapsed, cur, prev, n), sh, sl, nh, nl) end
-  return n == 0, rem, retry, reset
+  return n == 0, rem, retry, reset, sh, sl, cur, prev
+end
+
+-- slidingWindow is algo.Policy.slidingWindow: on doubles for a policy with
+-- a fast path (slidingFast), else on big integers.
+local function slidingWindow(p, s, nh, nl, n)
+  if not p.sw then return windowExact(slidingExact, p, s, nh, nl, n) end
+  local ok, rem, retry, reset, sh, sl, cur, prev = slidingFast(p, s.th, s.tl, s.x, s.y, nh, nl, n)
+  if ok == nil then return windowExact(slidingExact, p, s, nh, nl, n) end
+  if ok and n > 0 then s.th, s.tl, s.x, s.y = sh, sl, cur + n, prev end
+  return ok, rem, retry, reset
+end
+
+-- windowFast is slidingFast for a sliding window (p.sw), else fixedFast,
+-- for quick: what they return, prev being 0 for a fixed window.
+local function windowFast(p, th, tl, x, y, nh, nl, n)
+  if p.sw then return slidingFast(p, th, tl, x, y, nh, nl, n) end
+  local ok, rem, retry, reset, sh, sl, count = fixedFast(p, th, tl, x, nh, nl, n)
+  return ok, rem, retry, reset, sh, sl, count, 0
 end
