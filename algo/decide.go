@@ -26,7 +26,11 @@ import "fmt"
 //     Durations in the Decision are always measured from now.
 //
 // Decide does not allocate, except when a sliding log grows. It is not safe
-// for concurrent use on one State; a store serializes access per key.
+// for concurrent use on one State when a call may admit; a store
+// serializes access per key. A denial and a peek write no memory: not *s,
+// nor what *s refers to (a sliding log's entries). So denials and peeks
+// may run concurrently on one State, and on copies of it (s2 := *s, which
+// share a sliding log's entries); redisstore's deny cache relies on it.
 func (p *Policy) Decide(s *State, now, n int64) (Decision, error) {
 	if err := p.CheckEvent(now, n); err != nil {
 		return Decision{}, err

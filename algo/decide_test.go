@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/big"
+	"sync"
 	"testing"
 	"time"
 
@@ -364,5 +365,47 @@ func TestSlidingWindowBackwardsWithinWindow(t *testing.T) {
 	want := algo.Decision{Allowed: false, Remaining: 0, RetryAfter: 300 * ms, ResetAfter: 1800 * ms}
 	if d := decide(t, p, &s, 1200*ms, 1); d != want {
 		t.Errorf("at 1.2s: %+v, want %+v", d, want)
+	}
+}
+
+// Denials and peeks write no memory (Decide's doc): run concurrently on
+// one State and on copies of it, which share a sliding log's entries,
+// under -race, they race with nothing and leave the State as it was.
+// redisstore's deny cache relies on this promise.
+func TestDenialsWriteNothing(t *testing.T) {
+	for _, text := range allPolicies {
+		t.Run(text, func(t *testing.T) {
+			p := algo.MustParsePolicy(text)
+			var shared algo.State
+			now := int64(time.Hour)
+			for i := int64(0); ; i++ { // admit at distinct instants until denied
+				if d, _ := p.Decide(&shared, now+i*int64(time.Millisecond), 1); !d.Allowed {
+					break
+				}
+			}
+			before := encode(t, &shared)
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 200 {
+						st := &shared
+						if g%2 == 1 {
+							cp := shared // a copy: shares a sliding log's entries
+							st = &cp
+						}
+						at := now + int64(i)*int64(time.Microsecond)
+						if d, _ := p.Decide(st, at, int64(1+i%2)*int64(g%3)); d.Allowed && g%3 != 0 {
+							t.Errorf("admitted %+v at %d: the state was full", d, at)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if after := encode(t, &shared); !bytes.Equal(after, before) {
+				t.Errorf("denials and peeks changed the state:\n%x\n%x", before, after)
+			}
+		})
 	}
 }
