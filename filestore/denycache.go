@@ -1,7 +1,8 @@
 package filestore
 
 import (
-	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -12,7 +13,8 @@ import (
 
 // CacheStats returns the counts of the store's deny cache (WithDenyCache):
 // the zero CacheStats when it has none. Live reports whether the cache
-// holds a view of the file that a decision may be answered from.
+// holds a view of the file that a decision may be answered from; when it
+// does not, after a transaction, Err says why.
 func (s *Store) CacheStats() store.CacheStats {
 	c := s.cache
 	if c == nil {
@@ -20,7 +22,9 @@ func (s *Store) CacheStats() store.CacheStats {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.Stats(int64(len(c.m)), c.bytes, c.max, c.file != nil)
+	st := c.Stats(int64(len(c.m)), c.bytes, c.max, c.file != nil)
+	st.Err = c.err
+	return st
 }
 
 // entryBytes is what the bound counts for a key besides its name's bytes
@@ -41,6 +45,8 @@ type denyCache struct {
 	// file is the file the entries were read from, as it was then; nil
 	// when the cache may answer nothing.
 	file *fileView
+	// err is why file is nil, once a transaction ran (CacheStats.Err).
+	err error
 
 	store.CacheCounts
 }
@@ -84,36 +90,11 @@ func (v *fileView) current(path string) (ok bool) {
 		}
 	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	var m0, m1 [80]byte // copies: what is checked is what is used
+	var m0, m1 metaPage // copies: what is checked is what is used
 	copy(m0[:], v.mem)
 	copy(m1[:], v.mem[v.pageSize:])
 	txid, size, ok := txidOf(&m0, &m1)
 	return ok && size == v.pageSize && txid == v.txid
-}
-
-// lastTxid returns the id of the last transaction committed to f and its
-// page size, read from both meta pages (see txidOf).
-func lastTxid(f *os.File) (txid uint64, pageSize int64, ok bool) {
-	var m0, m1 [80]byte
-	if _, err := f.ReadAt(m0[:], 0); err != nil {
-		return 0, 0, false
-	}
-	if _, err := f.ReadAt(m1[:], int64(binary.LittleEndian.Uint32(m0[24:]))); err != nil {
-		return 0, 0, false
-	}
-	return txidOf(&m0, &m1)
-}
-
-// txidOf returns the id of the last transaction committed to a file whose
-// meta pages (the first 80 bytes of each, see currentMeta) are m0 and m1,
-// and its page size, when both are valid and agree on the page size.
-func txidOf(m0, m1 *[80]byte) (txid uint64, pageSize int64, ok bool) {
-	le := binary.LittleEndian
-	pageSize = int64(le.Uint32(m0[24:]))
-	if !validMeta(m0[:]) || !validMeta(m1[:]) || int64(le.Uint32(m1[24:])) != pageSize {
-		return 0, 0, false
-	}
-	return max(le.Uint64(m0[64:]), le.Uint64(m1[64:])), pageSize, true
 }
 
 // answer sets op's Result from the cache when op is a decision that the
@@ -152,58 +133,92 @@ func (c *denyCache) answerEach(path string, ops []store.Op) (rest []store.Op, in
 // not the one the entries were read from, or that another transaction
 // committed to since, drops them all. After a failure, or on a file
 // whose meta pages the cache cannot read, it answers nothing until the
-// next transaction.
+// next transaction, and CacheStats.Err says why.
 func (c *denyCache) settle(path string, h *handle, x *txn, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var fi os.FileInfo
-	if err == nil && x != nil && h != nil && h.file != nil {
-		fi, err = h.file.Stat()
-	}
-	if err != nil || fi == nil {
+	if c.err = c.update(path, h, x, err); c.err != nil {
 		c.drop()
-		return
 	}
-	if c.file == nil || !os.SameFile(c.file.fi, fi) || c.file.txid != x.begun {
-		c.flush()
+}
+
+// update is settle's with c.mu held; it returns why the cache may answer
+// nothing, for settle to drop it.
+func (c *denyCache) update(path string, h *handle, x *txn, err error) error {
+	if err != nil {
+		return fmt.Errorf("filestore: deny cache off after a failed transaction: %w", err)
+	}
+	if x == nil || h == nil || h.file == nil {
+		return errNoDescriptor
+	}
+	fi, err := h.file.Stat()
+	if err != nil {
+		return fmt.Errorf("filestore: deny cache: %w", err)
 	}
 	if c.file != nil && !os.SameFile(c.file.fi, fi) {
-		c.drop()
+		c.drop() // entries of another file
+	}
+	if c.file == nil || c.file.txid != x.begun {
+		c.flush() // another transaction committed since
 	}
 	if c.file == nil {
-		f, err := os.Open(path)
-		if err != nil {
-			return
+		if c.file, err = openView(path, fi); err != nil {
+			return err
 		}
-		if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, fi) {
-			f.Close()
-			return
-		}
-		c.file = &fileView{f: f}
 	}
 	txid := x.begun
 	if x.committed {
 		txid++
 		c.written(x)
 	}
-	// The file's meta pages, as read here, must name the transaction
-	// bbolt says was the last: else the cache does not understand the
-	// file's layout, and answers nothing.
-	got, size, ok := lastTxid(c.file.f)
-	if !ok || got != txid || (c.file.mem != nil && size != c.file.pageSize) {
-		c.drop()
-		return
+	if err := c.file.advance(fi, txid); err != nil {
+		return err
 	}
-	if c.file.mem == nil {
-		mem, err := mapMetas(c.file.f, 2*size)
-		if err != nil {
-			c.drop()
-			return
-		}
-		c.file.mem = mem
-	}
-	c.file.fi, c.file.pageSize, c.file.txid = fi, size, txid
 	c.fill(x)
+	return nil
+}
+
+// errNoDescriptor is why the cache is off after a call that ran no
+// transaction on an open file.
+var errNoDescriptor = errors.New("filestore: deny cache: no transaction ran on an open file")
+
+// openView opens a view of the file at path, which must be the file of
+// status fi, that advance then maps.
+func openView(path string, fi os.FileInfo) (*fileView, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: deny cache: %w", err)
+	}
+	if ffi, err := f.Stat(); err != nil || !os.SameFile(ffi, fi) {
+		f.Close()
+		return nil, fmt.Errorf("filestore: deny cache: %s was replaced during the transaction", path)
+	}
+	return &fileView{f: f}, nil
+}
+
+// advance moves v to the file of status fi after transaction txid, which
+// bbolt says is the last: the meta pages, as read here, must name it,
+// with v's page size; else the cache does not understand the file's
+// layout, and must answer nothing.
+func (v *fileView) advance(fi os.FileInfo, txid uint64) error {
+	got, size, ok := lastTxid(v.f)
+	switch {
+	case !ok:
+		return fmt.Errorf("filestore: deny cache: the two meta pages are not both valid: %w", errBoltLayout)
+	case got != txid:
+		return fmt.Errorf("filestore: deny cache: the meta pages name transaction %d, bbolt committed %d: %w", got, txid, errBoltLayout)
+	case v.mem != nil && size != v.pageSize:
+		return fmt.Errorf("filestore: deny cache: the page size changed from %d to %d: %w", v.pageSize, size, errBoltLayout)
+	}
+	if v.mem == nil {
+		mem, err := mapMetas(v.f, 2*size)
+		if err != nil {
+			return fmt.Errorf("filestore: deny cache: mapping the meta pages: %w", err)
+		}
+		v.mem = mem
+	}
+	v.fi, v.pageSize, v.txid = fi, size, txid
+	return nil
 }
 
 // written drops the entries of the keys that x, a committed transaction,

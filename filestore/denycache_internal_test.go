@@ -2,8 +2,11 @@ package filestore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/floodgate/floodgate/algo"
@@ -36,5 +39,60 @@ func TestChaosDenyCacheFaultingMapping(t *testing.T) {
 	}
 	if v.current(path) {
 		t.Error("a truncated file's meta pages read as current")
+	}
+}
+
+// The freelist guard fails closed: on a file none of whose meta pages it
+// can read (damaged, or a bbolt whose layout is not the one
+// boltformat.go reads), it refuses the file, saying why, rather than let
+// a transaction free a freelist it could not check.
+func TestFreelistGuardFailsClosed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(path, make([]byte, 4*os.Getpagesize()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	err = checkFreelist(f)
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, errBoltLayout) || !strings.Contains(err.Error(), "bbolt "+boltVersion) {
+		t.Fatalf("the freelist guard on unreadable meta pages: %v, want ErrCorrupt naming bbolt %s's layout", err, boltVersion)
+	}
+	// Open still lets bbolt say what is wrong with such a file.
+	if err := refuseEmpty(f); err != nil {
+		t.Fatalf("refuseEmpty on unreadable meta pages: %v, want bbolt to judge", err)
+	}
+}
+
+// When the deny cache turns off, CacheStats says why: after a failed
+// transaction, its error; after meta pages that do not name the
+// transaction bbolt committed, both ids and bbolt's layout.
+func TestDenyCacheReportsWhyOff(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(path, WithDenyCache(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, _ := s.Table("api", algo.MustParsePolicy("fixed-window 1/1h"))
+	for range 2 {
+		tb.Decide(context.Background(), "k", 1, 1)
+	}
+	if st := s.CacheStats(); !st.Live || st.Err != nil {
+		t.Fatalf("after a denial: %+v, want live", st)
+	}
+	v := s.cache.file
+	err = v.advance(v.fi, v.txid+5)
+	if !errors.Is(err, errBoltLayout) || !strings.Contains(err.Error(), fmt.Sprintf("transaction %d, bbolt committed %d", v.txid, v.txid+5)) {
+		t.Errorf("meta pages one transaction behind bbolt: %v, want both ids and bbolt's layout", err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil { // no longer a store
+		t.Fatal(err)
+	}
+	_, derr := tb.Decide(context.Background(), "k", 1, 1)
+	if st := s.CacheStats(); st.Live || !errors.Is(st.Err, ErrNotStore) {
+		t.Errorf("after a failed transaction (%v): %+v, want off, its Err the failure", derr, st)
 	}
 }

@@ -197,6 +197,14 @@
 // whatever states it likes into the file, cache or not. The cache needs
 // flock (Linux, macOS, the BSDs); elsewhere it answers nothing.
 //
+// The cache and the freelist guard read bbolt's meta pages by offset,
+// below its API; every offset is in boltformat.go, for the bbolt release
+// go.mod requires, and a test checks each against a real bbolt database.
+// Both fail closed: a cache that cannot read the meta pages as bbolt
+// committed them answers nothing, and Store.CacheStats's Err says why; a
+// file whose meta pages bbolt accepts and filestore cannot read is
+// refused, wrapping ErrCorrupt.
+//
 // The cache is bounded in bytes (WithDenyCache), counting each key at its
 // length and its state's encoded length plus 144 bytes; past the bound it
 // drops other keys to make room. Store.CacheStats counts hits, fills,

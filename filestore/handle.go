@@ -1,10 +1,8 @@
 package filestore
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -110,6 +108,12 @@ func (s *Store) open(w *waiter) (*handle, error) {
 		return nil, s.openError(err)
 	}
 	h.db = db
+	if h.file != nil {
+		if err := checkMetas(h.file); err != nil {
+			h.close()
+			return nil, fmt.Errorf("filestore: opening %s: %w", s.path, err)
+		}
+	}
 	return h, nil
 }
 
@@ -135,7 +139,9 @@ func (s *Store) openError(err error) error {
 var errEmpty = errors.New("the file is empty (0 bytes)")
 
 // refuseEmpty returns errEmpty for an empty file, and checkFreelist's
-// error for a damaged freelist.
+// error for a damaged freelist. A file with no meta page it can read is
+// left for bbolt to refuse (Store.open checks it again once bbolt took
+// it: see checkMetas).
 func refuseEmpty(f *os.File) error {
 	fi, err := f.Stat()
 	if err != nil {
@@ -144,7 +150,20 @@ func refuseEmpty(f *os.File) error {
 	if fi.Size() == 0 {
 		return errEmpty
 	}
-	return checkFreelist(f)
+	if err := checkFreelist(f); err != nil && !errors.Is(err, errBoltLayout) {
+		return err
+	}
+	return nil
+}
+
+// checkMetas returns an error wrapping errBoltLayout when bbolt opened f
+// but filestore can read none of its meta pages: bbolt's format is not
+// the one boltformat.go reads, so the freelist guard could not work.
+func checkMetas(f *os.File) error {
+	if _, ok := currentMeta(f); !ok {
+		return fmt.Errorf("%w: bbolt opened the file, filestore can read no meta page: %w", ErrCorrupt, errBoltLayout)
+	}
+	return nil
 }
 
 // markDamaged keeps err as the error of every call until the file changes,
@@ -226,62 +245,21 @@ func isStore(tx *bolt.Tx) error {
 // the file's freelist page is not one: bbolt reads that page when it opens
 // the file and frees it at every commit, trusting its header, and garbage
 // there (an overflow count of billions) can make a commit run for ever.
-// Files whose metadata bbolt would refuse are left for bbolt to refuse.
+// It fails closed: a file with no meta page that it can read is refused
+// too (errBoltLayout), for the guard cannot tell what bbolt will trust.
+// Open lets bbolt judge such a file first (refuseEmpty).
 func checkFreelist(f *os.File) error {
 	m, ok := currentMeta(f)
 	if !ok {
-		return nil // bbolt says what is wrong
+		return fmt.Errorf("%w: no valid meta page: %w", ErrCorrupt, errBoltLayout)
 	}
-	le := binary.LittleEndian
-	size, id, pages := int64(le.Uint32(m[24:])), le.Uint64(m[48:]), le.Uint64(m[56:])
+	id, pages := m.freelist(), m.pgid()
 	if id == freelistNone {
 		return nil
 	}
-	var hdr [16]byte
-	if _, err := f.ReadAt(hdr[:], int64(id)*size); err != nil || id >= pages ||
-		le.Uint64(hdr[0:]) != id || le.Uint16(hdr[8:]) != 0x10 || id+uint64(le.Uint32(hdr[12:])) >= pages {
+	var hdr [pageHeaderLen]byte
+	if _, err := f.ReadAt(hdr[:], int64(id)*m.pageSize()); err != nil || !freelistHeaderOK(&hdr, id, pages) {
 		return fmt.Errorf("%w: the freelist page (%d) is damaged", ErrCorrupt, id)
 	}
 	return nil
 }
-
-// currentMeta returns the meta page that bbolt goes by: of the two, at
-// pages 0 and 1, the valid one (magic, version and checksum) with the
-// higher transaction id. A process killed while writing one leaves the
-// other, which names the freelist of the last commit. A page is laid out
-// as: id u64, flags u16, count u16, overflow u32; then the meta: magic
-// u32, version u32, page size u32, flags u32, root bucket (root, sequence)
-// u64 u64, freelist u64, pgid u64, txid u64, checksum u64 (FNV-1a 64 of
-// the meta before it).
-func currentMeta(f *os.File) (meta []byte, ok bool) {
-	var m [2][80]byte
-	if _, err := f.ReadAt(m[0][:], 0); err != nil {
-		return nil, false
-	}
-	size := int64(os.Getpagesize()) // where bbolt looks when page 0 is invalid
-	if validMeta(m[0][:]) {
-		size = int64(binary.LittleEndian.Uint32(m[0][24:]))
-	}
-	if _, err := f.ReadAt(m[1][:], size); err != nil || !validMeta(m[1][:]) {
-		return m[0][:], validMeta(m[0][:])
-	}
-	if !validMeta(m[0][:]) || binary.LittleEndian.Uint64(m[1][64:]) > binary.LittleEndian.Uint64(m[0][64:]) {
-		return m[1][:], true
-	}
-	return m[0][:], true
-}
-
-// validMeta reports whether the page p holds a meta that bbolt accepts.
-func validMeta(p []byte) bool {
-	le := binary.LittleEndian
-	h := fnv.New64a()
-	h.Write(p[16:72])
-	return le.Uint32(p[16:]) == magic && le.Uint32(p[20:]) == 2 && le.Uint64(p[72:]) == h.Sum64()
-}
-
-// bbolt's file format: the magic number of a meta page, and the freelist
-// page of a file whose freelist is not kept (bolt.Options.NoFreelistSync).
-const (
-	magic        = 0xED0CDAED
-	freelistNone = 0xffffffffffffffff
-)
