@@ -38,7 +38,8 @@ func (s *Store) batcherOf(op *store.Op) *batch.Batcher[work] {
 // go-redis answers from the cluster's layout it holds (it reads the
 // context only to load one) and never makes a caller wait for a load
 // that may take the caller's whole budget (a master's address that does
-// not resolve, say).
+// not resolve, say). TestGoRedisMasterForKeyReadsLayoutHeld pins that
+// go-redis behaviour.
 var cachedLayout = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
