@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -434,85 +433,4 @@ func (t *tracker) reply(v any) {
 		t.waiters = t.waiters[1:]
 		close(w.done)
 	}
-}
-
-// writeCommand writes a command as a RESP array of bulk strings.
-func writeCommand(w *bufio.Writer, args ...string) {
-	w.WriteByte('*')
-	w.WriteString(strconv.Itoa(len(args)))
-	w.WriteString("\r\n")
-	for _, a := range args {
-		w.WriteByte('$')
-		w.WriteString(strconv.Itoa(len(a)))
-		w.WriteString("\r\n")
-		w.WriteString(a)
-		w.WriteString("\r\n")
-	}
-}
-
-// replyError is an error reply.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-
-// maxBulk bounds a bulk string the tracker reads: a key.
-const maxBulk = 1 << 20
-
-// readValue reads one RESP3 value: strings as strings, aggregates as
-// []any, null as nil; a push comes back as push (its elements) with v nil.
-func readValue(r *bufio.Reader) (v any, push []any, err error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return nil, nil, fmt.Errorf("a malformed RESP line %q", line)
-	}
-	kind, body := line[0], line[1:len(line)-2]
-	switch kind {
-	case '+', ':', ',', '(', '#':
-		return body, nil, nil
-	case '-', '!':
-		return replyError(body), nil, nil
-	case '_':
-		return nil, nil, nil
-	case '$', '=':
-		n, err := strconv.Atoi(body)
-		if err != nil || n > maxBulk {
-			return nil, nil, fmt.Errorf("a bulk string of length %q", body)
-		}
-		if n < 0 {
-			return nil, nil, nil
-		}
-		b := make([]byte, n+2)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, nil, err
-		}
-		return string(b[:n]), nil, nil
-	case '*', '~', '>', '%', '|':
-		n, err := strconv.Atoi(body)
-		if err != nil || n > maxBulk {
-			return nil, nil, fmt.Errorf("an aggregate of length %q", body)
-		}
-		if n < 0 {
-			return nil, nil, nil
-		}
-		if kind == '%' || kind == '|' {
-			n *= 2
-		}
-		elems := make([]any, n)
-		for i := range elems {
-			if elems[i], _, err = readValue(r); err != nil {
-				return nil, nil, err
-			}
-		}
-		switch kind {
-		case '>':
-			return nil, elems, nil
-		case '|': // attributes: the value follows
-			return readValue(r)
-		}
-		return elems, nil, nil
-	}
-	return nil, nil, fmt.Errorf("an unknown RESP type %q", kind)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,5 +166,43 @@ func TestRedisSwapDBTracking(t *testing.T) {
 		if ev.cmd[0] == "SWAPDB" && mark != nil {
 			t.Errorf("after SWAPDB, Redis's SET marker 2 GET returned %v, want nil: the marker moved with the database", mark)
 		}
+	}
+}
+
+// handshake sets a connection up as the tracker needs it, as Redis
+// reports it (CLIENT INFO): RESP3, its name, the client's database,
+// tracking on, opt-in, and its marker set; and a refusal (a wrong
+// password) is an error naming the command Redis refused.
+func TestHandshake(t *testing.T) {
+	srv := redistest.SharedServer(t)
+	tr := &tracker{user: func() (string, string) { return "", "" }, db: 3, marker: "handshake-test-marker"}
+	conn, err := net.Dial(srv.Network(), srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := &rawConn{t: t, r: bufio.NewReader(conn), w: bufio.NewWriter(conn)}
+	if err := tr.handshake(conn, c.r); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	info, _ := c.do("CLIENT", "INFO")
+	for _, want := range []string{"name=floodgate-tracking ", "db=3 ", "resp=3", "flags=t"} {
+		if !strings.Contains(info.(string), want) {
+			t.Errorf("after the handshake, CLIENT INFO says %q, want %q in it", info, want)
+		}
+	}
+	if v, _ := c.do("GET", tr.marker); v != "1" {
+		t.Errorf("the marker holds %v after the handshake, want 1", v)
+	}
+
+	tr.user = func() (string, string) { return "nobody", "wrong" }
+	conn2, err := net.Dial(srv.Network(), srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	err = tr.handshake(conn2, bufio.NewReader(conn2))
+	if err == nil || !strings.Contains(err.Error(), "HELLO 3: WRONGPASS") {
+		t.Errorf("a handshake with a wrong password: %v, want Redis's refusal of HELLO 3", err)
 	}
 }
