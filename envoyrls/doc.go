@@ -293,7 +293,9 @@
 // window. Hits owed to a window that has ended are dropped, since no
 // decision reads a window's count after it (a store inspected by other
 // means shows them missing). The store calls of this process's requests
-// wait for a flush under way, so that its hits land in their window; but
+// wait for the batch of a flush under way (512 counters, one store
+// call), so that its hits land in their window; a flush stops at its
+// first batch that fails, the others keeping their hits. But
 // a flush that reaches the store after another process has decided the
 // next window there (the flusher a flush interval late) counts its hits
 // in that next window. A store that fails a flush keeps its documented behaviour for

@@ -53,9 +53,10 @@ type overCount struct {
 //  3. started and closed change with state held, and never back: the
 //     flusher starts at most once, and never after Close.
 type overCounts struct {
-	// writing is held by a flush, and read-held by each request's store
-	// call, so that no flush of a window's hits reaches the store after
-	// a request of this process decided a later window there.
+	// writing is held by a flush while it writes one batch, and
+	// read-held by each request's store call, so that no flush of a
+	// window's hits reaches the store after a request of this process
+	// decided a later window there.
 	writing sync.RWMutex
 	shards  [overShards]overShard
 	seed    maphash.Seed
@@ -232,29 +233,54 @@ func (o *overCounts) startFlusher(s *Service) {
 // a counter whose write failed are kept, to be written with its next hit
 // or flush, and its next hits are asked of the store. A Service flushes by
 // itself every flush interval, and Close flushes; Flush is for a caller
-// that wants the store's counts exact now.
+// that wants the store's counts exact now. It writes flushBatch counters
+// at a time, holding back requests to the store only while one batch is
+// written, and stops at the first batch that fails: the counters not
+// written keep their hits.
 func (s *Service) Flush(ctx context.Context) error {
-	s.local.writing.Lock()
-	defer s.local.writing.Unlock()
 	now := s.now()
 	ds := s.local.owed(now)
-	var first error
 	for len(ds) > 0 {
 		batch := ds[:min(len(ds), flushBatch)]
 		ds = ds[len(batch):]
-		todo := make([]int, len(batch))
-		for i := range todo {
-			todo[i] = i
-		}
-		s.decideOnStore(ctx, batch, todo, now)
-		s.local.flushed(batch, now)
-		for i := range batch {
-			if err := batch[i].err; err != nil && first == nil {
-				first = fmt.Errorf("envoyrls: writing the hits answered from memory: %w", err)
+		if err := s.flushBatch(ctx, batch, now); err != nil {
+			for i := range ds {
+				ds[i].err = err
 			}
+			s.local.flushed(ds, s.now())
+			return fmt.Errorf("envoyrls: writing the hits answered from memory: %w", err)
 		}
 	}
-	return first
+	return nil
+}
+
+// flushBatch writes batch, hits owed at owedAt, and returns the first
+// error. It holds writing meanwhile, so that no request of this process
+// decides a later window on the store before the batch is written; a
+// counter whose window has ended since owedAt is not written, its hits
+// dropped as answer drops them.
+func (s *Service) flushBatch(ctx context.Context, batch []desc, owedAt int64) error {
+	s.local.writing.Lock()
+	defer s.local.writing.Unlock()
+	now := s.now()
+	live := batch[:0]
+	for _, d := range batch {
+		if windowStart(now, d.r.period) == windowStart(owedAt, d.r.period) {
+			live = append(live, d)
+		}
+	}
+	todo := make([]int, len(live))
+	for i := range todo {
+		todo[i] = i
+	}
+	s.decideOnStore(ctx, live, todo, now)
+	s.local.flushed(live, now)
+	for i := range live {
+		if err := live[i].err; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // flushRule stands for the rule of a flush: a fixed window that is over
