@@ -36,6 +36,27 @@ const entryBytes = 144
 // denied them, with which it answers, exactly, the decisions that the
 // states deny while no transaction has committed to the file since (see
 // the package documentation, "Cached denials").
+//
+// Invariants, cited by number where they are relied on:
+//
+//  1. Each entry is its key's state in the file as of transaction
+//     file.txid: a transaction that did not begin at file.txid drops
+//     them all, and one that did drops the keys it wrote or swept
+//     (TestDenyCacheSurvivesOwnCommits, TestDenyCacheSweptKey).
+//  2. file is nil, and no entry is held, unless the last transaction's
+//     settle read both meta pages naming the transaction bbolt
+//     committed, with one page size; err then says why
+//     (TestDenyCacheReportsWhyOff, TestBoltMetaLayout).
+//  3. An answer is given only while the file at the path is file's: the
+//     same inode, size and modification time, both meta pages valid,
+//     with file's page size, the higher naming file.txid; a fault while
+//     reading them is a miss (TestChaosDenyCache,
+//     TestChaosDenyCacheFaultingMapping, TestDenyCacheWindow).
+//  4. Only a decision that the cached state denies is answered, decided
+//     by package algo on a copy; an admission or a peek goes to the file
+//     (TestDenyCacheAnswersDenialsOnly).
+//  5. bytes is the sum of the entries' sizes, and at most max
+//     (check; TestDenyCacheBound).
 type denyCache struct {
 	max int64
 
@@ -107,10 +128,10 @@ func (c *denyCache) answer(path string, op *store.Op) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e := c.m[slotKey{t, op.Key}]
-	if e == nil || c.file == nil || !c.file.current(path) {
+	if e == nil || c.file == nil || !c.file.current(path) { // invariants 2, 3
 		return false
 	}
-	st := e.state.Clone()
+	st := e.state.Clone() // invariant 4
 	if ok, err := op.Carry(&t.policy, &st); ok || err != nil {
 		op.Result = store.Result{}
 		return false
@@ -159,7 +180,7 @@ func (c *denyCache) update(path string, h *handle, x *txn, err error) error {
 		c.drop() // entries of another file
 	}
 	if c.file == nil || c.file.txid != x.begun {
-		c.flush() // another transaction committed since
+		c.flush() // another transaction committed since (invariant 1)
 	}
 	if c.file == nil {
 		if c.file, err = openView(path, fi); err != nil {
@@ -171,7 +192,7 @@ func (c *denyCache) update(path string, h *handle, x *txn, err error) error {
 		txid++
 		c.written(x)
 	}
-	if err := c.file.advance(fi, txid); err != nil {
+	if err := c.file.advance(fi, txid); err != nil { // invariant 2
 		return err
 	}
 	c.fill(x)
@@ -222,7 +243,7 @@ func (v *fileView) advance(fi os.FileInfo, txid uint64) error {
 }
 
 // written drops the entries of the keys that x, a committed transaction,
-// wrote or swept; c.mu is held.
+// wrote or swept (invariant 1); c.mu is held.
 func (c *denyCache) written(x *txn) {
 	for k, sl := range x.slots {
 		if e := c.m[k]; e != nil && sl.changed {
@@ -266,8 +287,8 @@ func (c *denyCache) fill(x *txn) {
 	}
 }
 
-// evictFor drops entries, in the map's order, until size more bytes fit;
-// c.mu is held.
+// evictFor drops entries, in the map's order, until size more bytes fit
+// (invariant 5); c.mu is held.
 func (c *denyCache) evictFor(size int64) {
 	for k, e := range c.m {
 		if c.bytes+size <= c.max {
@@ -304,6 +325,24 @@ func (c *denyCache) drop() {
 		c.file.f.Close()
 		c.file = nil
 	}
+}
+
+// check verifies invariants 2 and 5, for tests: no entry without a file,
+// and bytes the sum of the entries' sizes, within max.
+func (c *denyCache) check() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var sum int64
+	for _, e := range c.m {
+		sum += e.size
+	}
+	switch {
+	case c.file == nil && len(c.m) > 0:
+		return fmt.Errorf("%d entries held with no view of the file", len(c.m))
+	case sum != c.bytes || c.bytes > c.max:
+		return fmt.Errorf("bytes is %d, the entries' sizes sum to %d, the bound is %d", c.bytes, sum, c.max)
+	}
+	return nil
 }
 
 // close drops the cache for good, at Store.Close.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate/floodgate/algo"
 )
@@ -94,5 +95,73 @@ func TestDenyCacheReportsWhyOff(t *testing.T) {
 	_, derr := tb.Decide(context.Background(), "k", 1, 1)
 	if st := s.CacheStats(); st.Live || !errors.Is(st.Err, ErrNotStore) {
 		t.Errorf("after a failed transaction (%v): %+v, want off, its Err the failure", derr, st)
+	}
+}
+
+// Invariant 5: filled past its bound, the cache evicts to stay within
+// it, bytes counting exactly what it holds; a key too large for the
+// bound is not kept.
+func TestDenyCacheBound(t *testing.T) {
+	const bound = 2000 // about a dozen entries
+	s, err := Open(filepath.Join(t.TempDir(), "state.db"), WithDenyCache(bound))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tb, _ := s.Table("api", algo.MustParsePolicy("fixed-window 1/1h"))
+	deny := func(key string) {
+		for range 2 {
+			tb.Decide(context.Background(), key, 1, 1)
+		}
+	}
+	for i := range 50 {
+		deny(fmt.Sprint("k", i))
+		if err := s.cache.check(); err != nil {
+			t.Fatalf("after %d keys denied: %v", i+1, err)
+		}
+	}
+	st := s.CacheStats()
+	if st.Evictions == 0 || st.Bytes > bound || st.Entries == 0 {
+		t.Errorf("50 keys denied in a cache of %d bytes: %+v, want evictions, within the bound", bound, st)
+	}
+	deny(strings.Repeat("x", bound))
+	if got := s.CacheStats(); got.Fills != st.Fills {
+		t.Errorf("a key larger than the bound was kept: %+v", got)
+	}
+	if err := s.cache.check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Invariant 4: the cache answers only what the cached state denies: a
+// peek, and a decision in the next window (admitted), go to the file; a
+// denial does not.
+func TestDenyCacheAnswersDenialsOnly(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "state.db"), WithDenyCache(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	tb, _ := s.Table("api", algo.MustParsePolicy("fixed-window 1/1h"))
+	for range 2 {
+		tb.Decide(ctx, "k", 1, 1) // admitted, then denied: filled
+	}
+	for _, c := range []struct {
+		name      string
+		now, n    int64
+		allowed   bool
+		fromCache bool
+	}{
+		{"a denial", 2, 1, false, true},
+		{"a peek", 2, 0, true, false},
+		{"a decision in the next window", 1 + int64(time.Hour), 1, true, false},
+	} {
+		hits, txns := s.CacheStats().Hits, s.transactions.Load()
+		d, err := tb.Decide(ctx, "k", c.now, c.n)
+		fromCache := s.CacheStats().Hits == hits+1 && s.transactions.Load() == txns
+		if err != nil || d.Allowed != c.allowed || fromCache != c.fromCache {
+			t.Errorf("%s: %+v %v, from the cache: %v; want allowed %v, from the cache %v", c.name, d, err, fromCache, c.allowed, c.fromCache)
+		}
 	}
 }
