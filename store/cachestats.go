@@ -31,7 +31,8 @@ type CacheStats struct {
 	// Err, when the cache may not answer (Live false), is why, if the
 	// store knows: the error that ended a Redis tracking connection or
 	// that the server gave when asked to set one up (an ACL's NOPERM, a
-	// server without RESP3).
+	// server without RESP3); a file's failed transaction, or meta pages
+	// that the file store cannot read.
 	Err error
 }
 
