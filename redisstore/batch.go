@@ -29,6 +29,9 @@ type work struct {
 	ops  []store.Op
 	slot uint16
 	each bool // each op as a call of its own (ApplyEach's)
+	// seeds, when not nil, is the SEED of each op that converts, sent
+	// again after a policy change's miss (policychange.go).
+	seeds [][]byte
 }
 
 // newBatcher returns the batcher of s's calls (package batch): calls
@@ -76,6 +79,13 @@ var smalls = sync.Pool{New: func() any { return new(small) }}
 // ctx or the store's timeout ends first, do returns at once (see
 // batchErr), and the call may still take effect, its results lost.
 func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
+	bounded, cancel := s.bound(ctx)
+	defer cancel()
+	for _, op := range ops {
+		if err := op.Table.(*table).learn(bounded); err != nil {
+			return err
+		}
+	}
 	var sm *small
 	var c *call
 	if len(ops) <= smallOps {
@@ -88,10 +98,14 @@ func (s *Store) do(ctx context.Context, ops []*store.Op, slot uint16) error {
 	for i, op := range ops {
 		c.Work.ops[i] = *op
 	}
-	bounded, cancel := s.bound(ctx)
-	defer cancel()
-	if err := s.batcherOf(ops[0]).Do(bounded, c); err != nil {
+	b := s.batcherOf(ops[0])
+	if err := b.Do(bounded, c); err != nil {
 		return s.batchErr(ctx, err) // c is no longer ours: the pool goes without it
+	}
+	if missedAny(c) {
+		if err := s.redo(ctx, bounded, b, []*call{c}); err != nil {
+			return err
+		}
 	}
 	for i, op := range ops {
 		op.Result = c.Work.ops[i].Result
@@ -263,7 +277,7 @@ func (s *Store) pipeline(ctx context.Context, order []uint16, slots map[uint16][
 // script's form across slots); e.keys holds them too, and the first
 // routes the call.
 func (s *Store) encode(e *encoder, calls []*call, acrossSlots bool) {
-	if ops := calls[0].Work.ops; len(calls) == 1 && len(ops) == 1 && ops[0].Kind == store.OpDecide {
+	if ops := calls[0].Work.ops; len(calls) == 1 && len(ops) == 1 && ops[0].Kind == store.OpDecide && calls[0].Work.seeds == nil {
 		s.encodeOne(e, &ops[0])
 		return
 	}
@@ -297,14 +311,18 @@ func (s *Store) encode(e *encoder, calls []*call, acrossSlots bool) {
 			}
 			op := &c.Work.ops[i]
 			t := op.Table.(*table)
-			b = append(b, byte(op.Kind))
+			kind, seed := byte(op.Kind), []byte(nil)
+			if t.converts(op) {
+				kind, seed = flagged(kind, c.Work.seeds, i)
+			}
+			b = append(b, kind)
 			had := len(e.keys)
 			b = binary.LittleEndian.AppendUint32(b, uint32(e.keyIndex(t.redisKey(op.Key), nops)))
 			if acrossSlots && len(e.keys) > had {
 				e.countKey(c.Work.slot)
 			}
 			b = binary.LittleEndian.AppendUint32(b, uint32(slices.Index(tables, t)+1))
-			b = s.appendOp(b, op, t)
+			b = s.appendOp(b, op, t, seed)
 		}
 	}
 	e.ops = b
@@ -318,14 +336,15 @@ func (s *Store) encode(e *encoder, calls []*call, acrossSlots bool) {
 }
 
 // appendOp appends op's numbers, after its key and table, to b: its time
-// (zeros in server mode, which does not use it), its units, and its
-// kind's own (a schedule's wait, a refund's stamp).
-func (s *Store) appendOp(b []byte, op *store.Op, t *table) []byte {
+// (zeros in server mode, which does not use it), its units, its seed if
+// any (a policy change's), and its kind's own (a schedule's wait, a
+// refund's stamp).
+func (s *Store) appendOp(b []byte, op *store.Op, t *table, seed []byte) []byte {
 	var sec, ns int64
 	if s.cfg.callerTime {
 		sec, ns = op.Now/1e9, op.Now%1e9
 	}
-	b = appendDoubles(b, sec, ns, op.N)
+	b = append(appendDoubles(b, sec, ns, op.N), seed...)
 	switch op.Kind {
 	case store.OpSchedule:
 		b = append(strconv.AppendInt(b, max(int64(op.MaxWait), 0), 10), 0)
@@ -416,13 +435,17 @@ func (s *Store) encodeOne(e *encoder, op *store.Op) {
 	e.keys = append(e.keys, t.redisKey(op.Key))
 	if !s.cfg.callerTime {
 		e.args = append(e.args, oneServerArg, t.wireArg, op.N)
-		return
+	} else {
+		e.args = append(e.args, oneCallerArg, s.minTTLArg, t.wireArg, op.N, op.Now/1e9, op.Now%1e9)
 	}
-	e.args = append(e.args, oneCallerArg, s.minTTLArg, t.wireArg, op.N, op.Now/1e9, op.Now%1e9)
+	if t.converts(op) {
+		e.args = append(e.args, oneConvertArg)
+	}
 }
 
-// The first argument of the short form, boxed once.
-var oneServerArg, oneCallerArg any = "S", "C"
+// The first argument of the short form, and its last for a policy
+// change's CONVERT flag, boxed once.
+var oneServerArg, oneCallerArg, oneConvertArg any = "S", "C", "M"
 
 // decode sets the ops of calls from the script's reply.
 func (s *Store) decode(calls []*call, res any, err error) {
@@ -481,6 +504,10 @@ const opFields = 7
 // decided at, in ns (Redis's in server mode).
 func decodeOp(op *store.Op, now int64, v *[opFields]int64) {
 	code := v[0]
+	if code == codeMissed {
+		op.Result = store.Result{Err: errMissed, At: now}
+		return
+	}
 	d := algo.Decision{Allowed: code == 1, Remaining: v[1]}
 	if v[2] == -1 {
 		d.RetryAfter = algo.Never

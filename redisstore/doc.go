@@ -112,6 +112,44 @@
 // A call is bounded by the store's timeout as every call is; on a Cluster,
 // go-redis sends each master its commands.
 //
+// # A policy change
+//
+// A limiter that keeps its name and changes its policy (a deploy raising
+// 100/h to 200/h) keeps each key's spent units, as on the other stores:
+//
+//   - Each policy's keys are apart (see Keys). A key that the new policy's
+//     table does not hold starts from its state under the name's former
+//     policies, converted by algo.Policy.Convert: the conversion that
+//     drains last, of the latest 8 policies. A bucket whose burst alone
+//     changes keeps its TAT, a window of the same length its counts, a
+//     log its entries, each capped at the new limit; any other change (of
+//     algorithm, say) spends under the new policy, at once, the units the
+//     old state still counts.
+//   - A name's policies are listed in a Redis hash at PREFIX + name +
+//     "@policies". A table adds its own and reads the others once, at its
+//     first call to Redis. A name that is a policy's own string (a
+//     limiter's default name) has none.
+//   - The script does not decide on a key that Redis does not hold when
+//     the name had another policy. The store reads the key under those
+//     policies (GET, or HGETALL for a sliding log), converts it at the
+//     time the script reported, and calls the script again with the
+//     result. The script starts the key from it only if Redis still does
+//     not hold the key, and writes it even if the op denies.
+//   - So a key is converted once, atomically with its decision, however
+//     many processes reach it at once. A key that Redis holds costs no
+//     extra command or read; a converted key costs one more script call
+//     and a read, once.
+//   - On a Cluster the former key is often on another master: the read
+//     goes there, and the script never touches it.
+//   - During a rolling deploy, processes of the old policy and of the new
+//     one each spend on their own policy's keys. A key of the new policy
+//     starts once from the old one's state; the units the old processes
+//     spend after that are not seen by the new ones, nor the other way
+//     round. A key whose new state has drained (and expired) converts
+//     again from the old key, if that still counts units.
+//   - A key's old state stays until it drains, for processes still on the
+//     old policy.
+//
 // # All or nothing
 //
 // Store.Apply carries out several operations all or nothing. Keys in one

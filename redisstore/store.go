@@ -88,8 +88,9 @@ func (s *Store) Table(name string, p algo.Policy) (store.Table, error) {
 	if t := s.tables[k]; t != nil {
 		return t, nil
 	}
-	t := &table{store: s, policy: p, prefix: s.cfg.prefix + tablename.Of(name, p) + ":",
-		wireArg: fmt.Sprintf("%d %d %d %d", p.Algorithm(), p.Limit(), int64(p.Period()), p.Burst())}
+	t := &table{store: s, name: name, policy: p, prefix: s.cfg.prefix + tablename.Of(name, p) + ":",
+		wireArg: fmt.Sprintf("%d %d %d %d", p.Algorithm(), p.Limit(), int64(p.Period()), p.Burst()),
+		record:  s.recordKey(name, p)}
 	s.tables[k] = t
 	return t, nil
 }
@@ -97,11 +98,20 @@ func (s *Store) Table(name string, p algo.Policy) (store.Table, error) {
 // table is one limiter's keys.
 type table struct {
 	store  *Store
+	name   string
 	policy algo.Policy
 	prefix string // Redis key = prefix + key (redisKey)
 	// wireArg is the policy as the script reads it, "ALG LIMIT PERIOD
 	// BURST", boxed once.
 	wireArg any
+
+	// A policy change (policychange.go): record is the Redis key of the
+	// record of its name's policies ("" for a default name), and former
+	// the tables of its name's other policies, nil until learn read the
+	// record (invariant 2), which it does holding learning.
+	record   string
+	former   atomic.Pointer[[]*table]
+	learning sync.Mutex
 }
 
 // redisKey returns the Redis key of key in t.
@@ -248,6 +258,13 @@ func (s *Store) ApplyEach(ctx context.Context, ops []store.Op) error {
 
 // applyEach is ApplyEach's, after the cache.
 func (s *Store) applyEach(ctx context.Context, ops []store.Op) error {
+	bounded, cancel := s.bound(ctx)
+	defer cancel()
+	for i := range ops {
+		if err := ops[i].Table.(*table).learn(bounded); err != nil {
+			return err
+		}
+	}
 	// The calls carry out their own copy of the ops, as do's do, the ops
 	// of each slot together, in their order.
 	order := make([]int, len(ops))
@@ -261,8 +278,6 @@ func (s *Store) applyEach(ctx context.Context, ops []store.Op) error {
 	for k, i := range order {
 		own[k] = ops[i]
 	}
-	bounded, cancel := s.bound(ctx)
-	defer cancel()
 	shares := s.shares(own)
 	if len(shares) == 1 {
 		s.applyEachInRounds(ctx, bounded, own, &shares[0])
@@ -327,6 +342,10 @@ func (s *Store) applyEachInRounds(ctx, bounded context.Context, own []store.Op, 
 		}
 		if err := sh.b.DoAll(bounded, calls); err != nil {
 			sh.err = s.batchErr(ctx, err) // the calls are no longer ours
+			return
+		}
+		if err := s.redo(ctx, bounded, sh.b, calls); err != nil {
+			sh.err = err
 			return
 		}
 		for _, c := range calls {

@@ -42,7 +42,7 @@ func TestWideFastPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"token-bucket 1000000000000000/1s", "fixed-window 10/720h0m0.5s", "sliding-window 1000/8784h"} {
-		big, _ := s.Table("big", algo.MustParsePolicy(p))
+		big, _ := s.Table("big "+p, algo.MustParsePolicy(p))
 		if _, err := big.Decide(ctx, "k", 1e9, 1); err == nil || !strings.Contains(err.Error(), "the exact path") {
 			t.Fatalf("%s decided without big integers (%v): the probe is not loaded", p, err)
 		}
@@ -64,7 +64,7 @@ func TestWideFastPath(t *testing.T) {
 			// Then near MaxTime, and back at the start on those keys: a
 			// clock a century behind their states.
 			for i, start := range []int64{now, algo.MaxTime - 3*int64(pol.Period()), now} {
-				name := []string{"wide", "late", "late"}[i]
+				name := []string{"wide", "late", "late"}[i] + " " + p // a name per policy: one name under two is a policy change
 				tr, _ := s.Table(name, pol)
 				tm, _ := stores[1].Table(name, pol)
 				wideTrace(t, ctx, pol, start, stores, [2]store.Table{tr, tm})

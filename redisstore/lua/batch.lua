@@ -21,11 +21,13 @@
 --   nothing ("non local key").
 -- A call of one decision (kind 1) alone, the commonest, may instead come
 --   in a short form, which one reads: 'S' POLICY N on Redis's clock, or
---   'C' MINTTL_MS POLICY N NOW_S NOW_NS on the caller's.
+--   'C' MINTTL_MS POLICY N NOW_S NOW_NS on the caller's, then 'M' for the
+--   CONVERT flag of a policy change (see below).
 -- The reply is one string of little-endian IEEE 754 doubles, every one an
 --   integer: the time used in server mode as S NS (0 0 in caller mode),
 --   then for each op CODE REMAINING RETRY RESET AT-NOW TAT-NOW FRAC: CODE
---   1 admitted, 0 denied, 2 denied for a cost above the burst; durations
+--   1 admitted, 0 denied, 2 denied for a cost above the burst, 3 not
+--   carried out for a policy change (MISSED, see below); durations
 --   in ns, RETRY -1 for never, and -2 for a duration past 2^53, which a
 --   double cannot hold: it is the next of the decimal numbers, separated
 --   by spaces, that follow the doubles. An admitted event's stamp is AT
@@ -81,6 +83,62 @@ local function load(key, p, v)
     return {alg = a, th = th, tl = tl, x = x, y = y, oalg = a, oth = th, otl = tl, ox = x, oy = y}
   end
   return {alg = 0, th = 0, tl = 0, x = 0, y = 0}
+end
+
+-- A policy change (policychange.go): a decision or schedule on a table
+-- whose name had other policies carries a flag in its KIND. CONVERT: when
+-- Redis does not hold its key, the op's group is not carried out, and each
+-- of its ops replies with code 3 (MISSED), for the store to work out the
+-- key's state under the former policies. SEEDED: the op carries that
+-- state, SEED, after N: ALG [<B], then for a log C [<I4] and C entries TH
+-- TL N [<ddd each], else TH TL X Y [<dddd]. A key Redis does not hold
+-- starts from it, written even when the op changes nothing; a key it holds
+-- keeps its own.
+local CONVERT, SEEDED, MISSED = 16, 32, 3
+
+-- readSeed reads an op's SEED at pos, for key: its state (nil for the
+-- initial state) and the position after it.
+local function readSeed(key, ops, pos)
+  local a
+  a, pos = sunpack('<B', ops, pos)
+  if a == LOG then
+    local c
+    c, pos = sunpack('<I4', ops, pos)
+    local s = {key = key, head = 0, c = 0, u = 0, ov = {}, base = {}}
+    for _ = 1, c do
+      local th, tl, n
+      th, tl, n, pos = sunpack('<ddd', ops, pos)
+      logPush(s, th, tl, n)
+    end
+    if c == 0 then s = nil end
+    return s, pos
+  end
+  local th, tl, x, y
+  th, tl, x, y, pos = sunpack('<dddd', ops, pos)
+  if a == 0 then return nil, pos end
+  return {alg = a, th = th, tl = tl, x = x, y = y}, pos
+end
+
+-- held reports whether Redis holds key, whose string value v was read
+-- beforehand (false for a log's hash): for a log it loads the state,
+-- returned when held, which a stored log never is without entries.
+local function held(p, key, v)
+  if p.alg ~= LOG then return v and true or false, nil end
+  local s = load(key, p, v)
+  if s.c == 0 then return false, nil end
+  return true, s
+end
+
+-- skipOp returns the position after the fields of an op of kind that
+-- follow N (see above): for an op not carried out.
+local function skipOp(kind, ops, pos)
+  if kind == 2 then
+    local _
+    _, pos = sunpack('<s', ops, pos)
+  elseif kind == 3 then
+    pos = pos + 40
+  end
+  return pos
 end
 
 local function initial(p, s)
@@ -504,25 +562,31 @@ local OP = '<BI4I4ddd'
 local function one(KEYS, ARGV)
   local key = KEYS[1]
   local mode, minTTL, p, n, nh, nl, sh, sl -- sh, sl: Redis's clock, for the reply
+  local convert -- the op's CONVERT flag, 'M' (see above)
   if ARGV[1] == 'S' then
-    mode, minTTL, p, n = 's', 0, policy(ARGV[2]), int(ARGV[3])
+    mode, minTTL, p, n, convert = 's', 0, policy(ARGV[2]), int(ARGV[3]), ARGV[4]
     local t = redis.call('TIME')
     nh, nl = tonumber(t[1]), tonumber(t[2]) * 1000
     sh, sl = nh, nl
   else
-    mode, minTTL, p, n = 'c', int(ARGV[2]), policy(ARGV[3]), int(ARGV[4])
+    mode, minTTL, p, n, convert = 'c', int(ARGV[2]), policy(ARGV[3]), int(ARGV[4]), ARGV[7]
     nh, nl = tonumber(ARGV[5]), tonumber(ARGV[6])
     sh, sl = 0, 0
   end
-  local v
+  local v, s
   if p.alg ~= LOG then v = redis.call('MGET', key)[1] end
+  if convert then
+    local ok
+    ok, s = held(p, key, v)
+    if not ok then return spack('<dd', sh, sl) .. spack(OPREPLY, MISSED, 0, 0, 0, 0, 0, 0) end
+  end
   ONEVAL[1], ONEEXP[1] = nil, nil
   local part = quick(p, v, nh, nl, n, 1, ONEVAL, ONEEXP, mode, minTTL)
   if part then
     if ONEVAL[1] then write(key, ONEVAL[1], mode, ONEEXP[1]) end
     return finish(spack('<dd', sh, sl) .. part)
   end
-  local s = load(key, p, v)
+  s = s or load(key, p, v)
   s.p = p
   local ok, rem, retry, reset, err = decide(p, s, nh, nl, n)
   local code, wait, tat, frac = 0, 0, 0, 0
@@ -618,6 +682,7 @@ local function run(KEYS, ARGV)
     local nops
     nops, pos = sunpack('<I4', ops, pos)
     local undo, denied, changes = nil, false, nil
+    local missed, first = false, nr -- first: the reply parts before the group's
     if nops > 1 then
       undo = {}
       multi = multi or {k = {}, h = {}, l = {}}
@@ -626,15 +691,36 @@ local function run(KEYS, ARGV)
     for o = 1, nops do
       local kind, k, pi, ts, tns, n
       kind, k, pi, ts, tns, n, pos = sunpack(OP, ops, pos)
+      local flag, seed = 0, nil
+      if kind > 15 then
+        flag = kind - kind % 16
+        kind = kind - flag
+        if flag == SEEDED then seed, pos = readSeed(keys[k], ops, pos) end
+      end
       local p = policies[pi]
       local nh, nl = serverH, serverL
       if nh == nil then nh, nl = ts, tns end
       local s = states[k]
+      if s == nil and flag ~= 0 and not missed then
+        local ok
+        ok, s = held(p, keys[k], values[k])
+        if not ok and flag == CONVERT then
+          missed = true
+        elseif not ok and seed then
+          s, seed.dirty, seed.lh, seed.ll = seed, true, nh, nl
+        end
+        if s then s.p, states[k] = p, s end
+      end
       local part
-      if s == nil and nops == 1 and kind == 1 then
+      if missed then
+        pos = skipOp(kind, ops, pos)
+      elseif s == nil and nops == 1 and kind == 1 then
         part = quick(p, values[k], nh, nl, n, k, values, expiries, mode, minTTL)
       end
-      if part then
+      if missed then
+        nr = nr + 1
+        reply[nr] = spack(OPREPLY, MISSED, 0, 0, 0, 0, 0, 0)
+      elseif part then
         nr = nr + 1
         reply[nr] = part
       else
@@ -697,6 +783,11 @@ local function run(KEYS, ARGV)
         nr = nr + 1
         reply[nr] = put(ok, err, rem, retry, reset, wait, tat, frac)
       end
+    end
+    if missed then
+      -- Not carried out: none of the group's ops.
+      for j = first + 1, nr do reply[j] = spack(OPREPLY, MISSED, 0, 0, 0, 0, 0, 0) end
+      denied = true
     end
     if denied and undo then
       for k, s in pairs(undo) do states[k] = s end
