@@ -19,7 +19,7 @@
 // service answers at once and holds nothing open, and limits.max_wait
 // bounds every queue. Each key's state is kept per policy name: a name
 // given another policy keeps its keys' spent units (algo.Policy.Convert)
-// on the memory and file stores.
+// on every store: memory, file and Redis.
 //
 // A denial is an answer, 200 with "allowed": false; errors are for broken
 // requests (400, naming the problem), missing or wrong tokens (401) and a

@@ -124,8 +124,8 @@ func New(st store.Store, cfg *Config, opts ...Option) (*Server, error) {
 // on: its policies, limits, tokens and TLS certificates. On an error
 // (wrapping ErrInvalidConfig) nothing changes. A policy whose name and
 // policy are unchanged keeps its keys' state; a name given another policy
-// keeps its keys' spent units, converted by algo.Policy.Convert, on a
-// store that carries them (the memory and file stores).
+// keeps its keys' spent units, converted by algo.Policy.Convert, on every
+// store (memory, file, Redis).
 func (s *Server) SetConfig(cfg *Config) error {
 	if err := cfg.check(); err != nil {
 		return err

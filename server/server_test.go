@@ -18,7 +18,9 @@ import (
 
 	"github.com/floodgate/floodgate/failsafe"
 
+	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/memstore"
+	"github.com/floodgate/floodgate/redisstore"
 
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/clock"
@@ -443,9 +445,20 @@ func TestSetConfig(t *testing.T) {
 
 // A reloaded configuration that raises, cuts or changes the algorithm of
 // a named policy keeps each key's spent units: a raise gives the new
-// headroom, a cut takes effect at once, over HTTP.
+// headroom, a cut takes effect at once, over HTTP, on the memory store and
+// on a real Redis.
 func TestSetConfigKeepsSpentUnits(t *testing.T) {
-	ts := newTestServer(t, "policies: {api: fixed-window 100/1h, upload: fixed-window 100/1h}")
+	rs, err := redisstore.New(redistest.NewServer(t).Client(t), redisstore.WithCallerTime(), redisstore.WithMinTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]store.Store{"memory": memstore.New(0), "redis": rs} {
+		t.Run(name, func(t *testing.T) { keepsSpentUnits(t, st) })
+	}
+}
+
+func keepsSpentUnits(t *testing.T, st store.Store) {
+	ts := newTestServerOn(t, st, "policies: {api: fixed-window 100/1h, upload: fixed-window 100/1h}")
 	ts.check(t, `{"policy":"api","key":"alice","cost":80}`)
 	ts.check(t, `{"policy":"upload","key":"alice","cost":80}`)
 	ts.clock.Advance(time.Minute)

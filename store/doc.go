@@ -16,9 +16,8 @@
 // limiter's policy changed (a deploy raising 100/h to 200/h): a store
 // that carries state across the change starts each key the new table does
 // not hold from its state under the former policy, converted
-// (algo.Policy.Convert), so that spent units stay spent. The memory and
-// file stores do (storetest.PolicyChange checks it); the Redis store does
-// not yet, and its keys start afresh.
+// (algo.Policy.Convert), so that spent units stay spent. The memory, file
+// and Redis stores do (storetest.PolicyChange checks it).
 //
 // A store changes a key's state only by the transitions of package algo:
 // an Op decides units at a time (OpDecide, algo.Policy.Decide), schedules
