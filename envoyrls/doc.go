@@ -204,9 +204,11 @@
 //
 // The counters live in a store.Store: the memory store by default,
 // or a file or Redis store shared by several processes, which then decide
-// together. Each domain's limits of floodgate's algorithms are in the
-// table named "envoyrls/" followed by the domain, and its fixed windows'
-// counters under that name too, a table per window length on the memory
+// together. Each rule of floodgate's algorithms is a limiter named
+// "envoyrls/", its domain ('%' and '/' escaped as in URLs), "/" and its
+// descriptors as its statistics name them (api.tenant_acme is
+// "envoyrls/api/tenant_acme"). A domain's fixed windows' counters are
+// named "envoyrls/" followed by the domain, a table per window length on the memory
 // and file stores, and on Redis by default (store.TableCounters), Redis
 // counters of their own with redisstore.WithCounters; each keyed by the
 // descriptor's entries written as key=value pairs joined by '&' (escaped
@@ -215,7 +217,11 @@
 // huge values cannot make the store hold huge keys. The other
 // algorithms' rules are counted under their own policy. SetConfig swaps
 // configurations atomically, and rules that did not change keep their
-// state.
+// state. A rule whose descriptors stay and whose policy changes keeps its
+// keys' spent units on every store, converted as algo.Policy.Convert
+// says (see store's package doc): a fixed window keeps its count, a
+// raise gives the new headroom at once, a cut takes effect at once, a
+// change of algorithm spends the units the old state still counts.
 //
 // # Fixed windows
 //

@@ -3,10 +3,14 @@ package envoyrls
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/floodgate/floodgate/filestore"
+	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/memstore"
 
 	"github.com/floodgate/floodgate/algo"
@@ -211,4 +215,50 @@ func (g *gateStore) Apply(ctx context.Context, ops []store.Op) error {
 		ops[i].Result = inner[i].Result
 	}
 	return err
+}
+
+// A rule of any algorithm whose descriptor stays and whose policy changes
+// keeps its keys' spent units across SetConfig, converted as the store
+// converts a policy change (algo.Policy.Convert), on the memory store, a
+// file and Redis: here 8 of 10 spent leave 12 of 20, then 11. The domain's
+// other rule, of another policy, changes nothing of it.
+func TestSetConfigKeepsSpentUnits(t *testing.T) {
+	config := func(alg string, perUnit int) *Config {
+		return mustParse(t, fmt.Sprintf(`
+domain: d
+descriptors:
+  - key: changed
+    rate_limit: {unit: minute, requests_per_unit: %d, algorithm: %s}
+  - key: other
+    rate_limit: {unit: hour, requests_per_unit: 3, algorithm: sliding-log}
+`, perUnit, alg))
+	}
+	srv := redistest.NewServer(t)
+	stores := map[string]func(prefix string) store.Store{
+		"memory": func(string) store.Store { return memstore.New(0) },
+		"redis":  func(prefix string) store.Store { return newRedisStore(t, srv, prefix) },
+		"file": func(string) store.Store {
+			fs, err := filestore.Open(filepath.Join(t.TempDir(), "state.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { fs.Close() })
+			return fs
+		},
+	}
+	for name, open := range stores {
+		for _, alg := range []string{"token-bucket", "leaky-bucket", "sliding-log", "sliding-window", "fixed-window"} {
+			t.Run(name+"/"+alg, func(t *testing.T) {
+				s := NewService(config(alg, 10), open(alg+":"), WithClock(clock.NewFake(t0)))
+				for range 8 {
+					call(t, s, request("d", descriptor("changed", "x"), descriptor("other", "x")))
+				}
+				s.SetConfig(config(alg, 20))
+				got := call(t, s, request("d", descriptor("changed", "x")))
+				if want := "OK: OK 20/MINUTE r=11 "; !strings.HasPrefix(got, want) {
+					t.Errorf("after raising 10/minute to 20: %s, want %s...", got, want)
+				}
+			})
+		}
+	}
 }

@@ -2,6 +2,7 @@ package envoyrls
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +80,7 @@ const maxOverrides = 1024
 // NewService returns a service deciding with cfg (nil: no domain, every
 // request answered OK) and keeping its counters in store (nil: a new
 // memstore.New(0)). Each domain's limits live in the store
-// tables named "envoyrls/" followed by the domain (see the package doc),
+// tables named "envoyrls/", the domain and its rules (see the package doc),
 // so that services sharing a store (several processes on one Redis) share
 // their limits.
 func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
@@ -103,8 +104,10 @@ func NewService(cfg *Config, st store.Store, opts ...Option) *Service {
 // is unchanged (same domain, same algorithm, requests_per_unit, unit and
 // burst) keeps its state, since it uses the same store table, and so does
 // a fixed window whose requests_per_unit alone changed (the count is the
-// descriptor's, as upstream's); a rule that otherwise changed starts
-// afresh, as does everything when the store is not shared.
+// descriptor's, as upstream's); a rule of the same descriptors whose
+// policy otherwise changed keeps its keys' spent units, converted by the
+// store (algo.Policy.Convert), and everything starts afresh when the
+// store is not shared.
 // nil means no domain.
 //
 // SetConfig cannot fail: cfg was checked when parsed. A rule whose table
@@ -147,7 +150,7 @@ func (s *Service) bind(cfg *Config) *bound {
 // added to them.
 func (s *Service) ruleLimiter(r *rule, counters map[counterKey]limiter) limiter {
 	if !r.upstream {
-		l, err := s.newLimiter(r.domain, r.policy, r.shadow)
+		l, err := s.newLimiter(ruleName(r), r.policy, r.shadow)
 		return limiter{l: l, err: err}
 	}
 	k := counterKey{r.domain, r.period}
@@ -167,15 +170,29 @@ func (s *Service) newCounter(domainName string, period time.Duration) (store.Cou
 	return store.CountersOf(s.store, tableName(domainName), period)
 }
 
-// newLimiter returns the limiter of a limit of the domain with policy p,
-// on the service's store, in its domain's table; shadow mode (the rule's,
-// or the whole service's) is the limiter's dry run.
-func (s *Service) newLimiter(domainName string, p algo.Policy, shadow bool) (*floodgate.Limiter, error) {
-	return floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithName(tableName(domainName)),
+// newLimiter returns the limiter named name of a limit with policy p, on
+// the service's store; shadow mode (the rule's, or the whole service's)
+// is the limiter's dry run.
+func (s *Service) newLimiter(name string, p algo.Policy, shadow bool) (*floodgate.Limiter, error) {
+	return floodgate.NewLimiter(p, floodgate.WithStore(s.store), floodgate.WithName(name),
 		floodgate.WithDryRun(shadow || s.opts.shadow))
 }
 
+// tableName is the name of a domain's counters (newCounter).
 func tableName(domain string) string { return "envoyrls/" + domain }
+
+// ruleName is the name of the limiter of r, a rule of floodgate's
+// algorithms: "envoyrls/", its domain with '%' and '/' escaped as in
+// URLs, "/", then its descriptors as its statistics name them (r.path
+// after the domain). A rule keeps its name when its policy changes, and
+// the store converts its keys' spent units to the new policy; the
+// domain's other rules have names of their own, not former policies of
+// it.
+func ruleName(r *rule) string {
+	return "envoyrls/" + domainEscaper.Replace(r.domain) + "/" + strings.TrimPrefix(r.path, r.domain+".")
+}
+
+var domainEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // Outcome is what WithObserver reports for one descriptor of a request.
 type Outcome struct {
