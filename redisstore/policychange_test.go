@@ -202,7 +202,7 @@ func TestPolicyChangeAgreesWithMemory(t *testing.T) {
 	}
 }
 
-func mustTable(t *testing.T, s store.Store, name, policy string) store.Table {
+func mustTable(t testing.TB, s store.Store, name, policy string) store.Table {
 	t.Helper()
 	tb, err := s.Table(name, algo.MustParsePolicy(policy))
 	if err != nil {
@@ -211,7 +211,7 @@ func mustTable(t *testing.T, s store.Store, name, policy string) store.Table {
 	return tb
 }
 
-func mustDecide(t *testing.T, tb store.Table, key string, at, n int64) algo.Decision {
+func mustDecide(t testing.TB, tb store.Table, key string, at, n int64) algo.Decision {
 	t.Helper()
 	d, err := tb.Decide(context.Background(), key, at, n)
 	if err != nil {
@@ -247,5 +247,50 @@ func TestPolicyChangeCost(t *testing.T) {
 	// and the miss, then a GET of the former key.
 	if p, c := commands(plain, "spent"), commands(changed, "spent"); c != p+4 {
 		t.Errorf("a key to convert: %d commands, want %d: a script call that misses and a read", c, p+4)
+	}
+}
+
+// BenchmarkPolicyChange decides, one caller at a time on the package's
+// Redis, after a policy change (token-bucket 100/1s to 200/1s): on a key
+// that Redis holds under the new policy ("held", which must cost what
+// BenchmarkDecide's serial calls do), and on a key spent only under the
+// former policy, which the call converts ("convert": a miss, a read and a
+// second script call).
+func BenchmarkPolicyChange(b *testing.B) {
+	ctx := context.Background()
+	for _, convert := range []bool{false, true} {
+		b.Run(map[bool]string{false: "held", true: "convert"}[convert], func(b *testing.B) {
+			s := newStore(b, testClient(b))
+			former := mustTable(b, s, "api", "token-bucket 1000000000/1s")
+			tb := mustTable(b, s, "api", "token-bucket 2000000000/1s")
+			keys := make([]string, b.N)
+			var ops []store.Op
+			for i := range keys {
+				keys[i] = "held"
+				if convert {
+					keys[i] = fmt.Sprint("k", i)
+					ops = append(ops, store.Op{Kind: store.OpDecide, Table: former, Key: keys[i], Now: 0, N: 1})
+				}
+			}
+			for len(ops) > 0 {
+				chunk := ops[:min(len(ops), 1000)]
+				if err := s.ApplyEach(ctx, chunk); err != nil {
+					b.Fatal(err)
+				}
+				ops = ops[len(chunk):]
+			}
+			mustDecide(b, tb, "held", 0, 1) // reads the record, loads the script
+			b.ReportAllocs()
+			m := redistest.NewMeter(testServer(b))
+			m.Start(b)
+			b.ResetTimer()
+			for _, k := range keys {
+				if _, err := tb.Decide(ctx, k, 0, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			m.Stop(b).Report(b, b.N)
+		})
 	}
 }
