@@ -126,9 +126,10 @@
 //     algorithm, say) spends under the new policy, at once, the units the
 //     old state still counts.
 //   - A name's policies are listed in a Redis hash at PREFIX + name +
-//     "@policies". A table adds its own and reads the others once, at its
-//     first call to Redis. A name that is a policy's own string (a
-//     limiter's default name) has none.
+//     "@policies" (name escaped as in Keys). A table adds its own and
+//     reads the others once, at its first call to Redis, within that
+//     call's time. A name that is a policy's own string (a limiter's
+//     default name) has none.
 //   - The script does not decide on a key that Redis does not hold when
 //     the name had another policy. The store reads the key under those
 //     policies (GET, or HGETALL for a sliding log), converts it at the
