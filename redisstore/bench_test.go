@@ -153,7 +153,7 @@ func BenchmarkPolicies(b *testing.B) {
 // each key.
 func benchPolicy(b *testing.B, policy string, callers int, keys []string) {
 	s := newStore(b, testClient(b))
-	tb, err := s.Table("bench", algo.MustParsePolicy(policy))
+	tb, err := s.Table("bench "+policy, algo.MustParsePolicy(policy))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -126,8 +126,8 @@ func TestSlidingWideAtWholeEstimates(t *testing.T) {
 	m := memstore.New(0)
 	for _, spec := range []string{"sliding-window 1000/24h", "sliding-window 10000/1h", "sliding-window 4294967295/1248h", "sliding-window 7/720h"} {
 		p := algo.MustParsePolicy(spec)
-		tr, _ := s.Table("whole", p)
-		tm, _ := m.Table("whole", p)
+		tr, _ := s.Table("whole "+spec, p)
+		tm, _ := m.Table("whole "+spec, p)
 		P, L := int64(p.Period()), p.Limit()
 		start := (1_764_000_000 * int64(time.Second) / P) * P
 		for _, prev := range []int64{L, L - 1, L / 3, 1} {
