@@ -19,6 +19,7 @@ VERSION := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' version.go)
 ## the deploy module's (the image built and run, the manifests, dashboard and alerts checked)
 test: check-go vet lint redis
 	$(GO) test -race ./...
+	$(GO) test -race -tags plot ./cmd/floodgate/
 	cd bench && $(GO) test -race ./...
 	cd deploy && GOROOT=$$($(GO) env GOROOT) $(GO) test -race -timeout 30m ./...
 
@@ -48,6 +49,7 @@ check-go:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags plot ./cmd/floodgate/
 	cd bench && $(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -64,13 +66,19 @@ lint: check-go
 	    if [ -n "$$out" ]; then printf '%s\n' "$$out" | sed "s|^|$$dir/|; s|^\./||"; fail=1; fi; \
 	  done; \
 	done; \
+	echo "staticcheck and deadcode -test with -tags plot (simulate --plot) in ."; \
+	for tool in "$(STATICCHECK) -tags plot ./..." "$(DEADCODE) -tags plot -test ./..."; do \
+	  out=$$($$tool) || fail=1; \
+	  if [ -n "$$out" ]; then printf '%s\n' "$$out"; fail=1; fi; \
+	done; \
 	if ! bash .ci/commits; then fail=1; fi; \
 	if [ $$fail != 0 ]; then echo "make lint: fix what staticcheck, deadcode and .ci/commits report above" >&2; fi; \
 	exit $$fail
 
-## build: the floodgate command, in ./floodgate
+## build: the floodgate command, in ./floodgate, with simulate --plot (the plot tag: gonum.org/v1/plot,
+## which a plain go build, go run and the image leave out)
 build: check-go
-	$(GO) build -buildvcs=auto ./cmd/floodgate
+	$(GO) build -buildvcs=auto -tags plot ./cmd/floodgate
 
 ## image: floodgate's container image, without a Docker daemon (deploy/cmd/mkimage): a static binary,
 ## user 65532, labelled with floodgate.Version, into floodgate-image.tar for `docker load -i` or `podman load -i` (IMAGE_ARCH: another GOARCH)

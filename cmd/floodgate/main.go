@@ -15,6 +15,10 @@
 //	version    print floodgate's version
 //
 // Run "floodgate COMMAND -h" for a command's usage.
+//
+// simulate --plot draws with gonum.org/v1/plot, which only a build with
+// the plot tag links (make build does; go install -tags plot): a plain go
+// build, go run and the container image leave it out, and are the lighter.
 package main
 
 import (

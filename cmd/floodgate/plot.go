@@ -1,16 +1,13 @@
+//go:build plot
+
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"image/color"
 	"io"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +27,10 @@ import (
 	"github.com/floodgate/floodgate/algo"
 )
 
+// plotBuilt says that this floodgate draws --plot: it was built with the
+// plot tag.
+const plotBuilt = true
+
 // The picture's geometry: 10 inches wide, a header for the title and the
 // legend, and a panel per key. A PNG has 100 pixels per inch, so it is
 // 1000 pixels wide and 80 + 220 per key high.
@@ -38,21 +39,7 @@ const (
 	plotHeaderHeight = 0.8 * vg.Inch
 	plotPanelHeight  = 2.2 * vg.Inch
 	plotDPI          = 100
-	maxPlotKeys      = 50
 )
-
-// plotFormat returns the format of the picture file name by its
-// extension: "svg" or "png", in any case.
-func plotFormat(name string) (string, error) {
-	switch ext := strings.ToLower(filepath.Ext(name)); ext {
-	case ".svg", ".png":
-		return ext[1:], nil
-	case "":
-		return "", fmt.Errorf("--plot %q: no extension (want a .svg or .png file)", name)
-	default:
-		return "", fmt.Errorf("--plot %q: unknown picture format %q (want a .svg or .png file)", name, filepath.Ext(name))
-	}
-}
 
 var (
 	admittedColor = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
@@ -325,20 +312,6 @@ func countOf(n int64, noun string) string {
 	return withCommas(n) + " " + noun
 }
 
-// withCommas returns n in decimal with commas between groups of three
-// digits, as in 12,345.
-func withCommas(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	start := 0
-	if n < 0 {
-		start = 1
-	}
-	for i := len(s) - 3; i > start; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
 // clockTicks marks a time axis of Unix seconds at round UTC times: every 1,
 // 2, 5, 10, 15 or 30 seconds or minutes, 1, 2, 3, 6 or 12 hours, or 1, 2,
 // 4, 8... days, the shortest that gives at most 10 ticks, labelled with the time of day (the
@@ -387,57 +360,4 @@ func (clockTicks) Ticks(min, max float64) []plot.Tick {
 func unixTime(sec float64) time.Time {
 	whole := math.Floor(sec)
 	return time.Unix(int64(whole), int64((sec-whole)*1e9)).UTC()
-}
-
-// pendingFile is a file written in full or not at all: its contents go to
-// a temporary file in the same directory, renamed to the file's name once
-// complete.
-type pendingFile struct {
-	name string
-	tmp  *os.File
-}
-
-// createPending starts the file name, so that a name that cannot be
-// written fails early.
-func createPending(name string) (*pendingFile, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return nil, fmt.Errorf("%s: %w", name, pe.Err) // the name given, not the temporary file's
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &pendingFile{name: name, tmp: tmp}, nil
-}
-
-// write writes the file's contents with fill and puts the file in place.
-func (pf *pendingFile) write(fill func(io.Writer) error) error {
-	w := bufio.NewWriter(pf.tmp)
-	err := fill(w)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = pf.tmp.Chmod(0o644)
-	}
-	if cerr := pf.tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(pf.tmp.Name(), pf.name)
-	}
-	if err != nil {
-		return err
-	}
-	pf.tmp = nil
-	return nil
-}
-
-// discard removes the temporary file, unless write put it in place.
-func (pf *pendingFile) discard() {
-	if pf.tmp != nil {
-		pf.tmp.Close()
-		os.Remove(pf.tmp.Name())
-	}
 }

@@ -1,9 +1,10 @@
+//go:build plot
+
 package main
 
 import (
 	"bytes"
 	"encoding/xml"
-	"errors"
 	"image/png"
 	"io"
 	"os"
@@ -325,27 +326,6 @@ func TestWritePlotEmpty(t *testing.T) {
 	}
 }
 
-func TestPlotFormat(t *testing.T) {
-	tests := []struct {
-		name, want, err string
-	}{
-		{"a.svg", "svg", ""},
-		{"dir.d/A.SVG", "svg", ""},
-		{"a.png", "png", ""},
-		{"a.Png", "png", ""},
-		{"a.gif", "", `--plot "a.gif": unknown picture format ".gif" (want a .svg or .png file)`},
-		{"a.svg.gz", "", `--plot "a.svg.gz": unknown picture format ".gz" (want a .svg or .png file)`},
-		{"svg", "", `--plot "svg": no extension (want a .svg or .png file)`},
-		{"", "", `--plot "": no extension (want a .svg or .png file)`},
-	}
-	for _, tt := range tests {
-		got, err := plotFormat(tt.name)
-		if got != tt.want || (err == nil) != (tt.err == "") || err != nil && err.Error() != tt.err {
-			t.Errorf("plotFormat(%q) = %q, %v; want %q, %s", tt.name, got, err, tt.want, tt.err)
-		}
-	}
-}
-
 func TestClockTicks(t *testing.T) {
 	const t0 = 1_763_452_800 // 2025-11-18 08:00:00 UTC
 	tests := []struct {
@@ -374,24 +354,5 @@ func TestClockTicks(t *testing.T) {
 		if tk.Label != "" && !strings.HasPrefix(tk.Label, "08:00:00.") {
 			t.Errorf("label %q under a second", tk.Label)
 		}
-	}
-}
-
-func TestPendingFileDiscard(t *testing.T) {
-	dir := t.TempDir()
-	pf, err := createPending(filepath.Join(dir, "x.svg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = pf.write(func(w io.Writer) error {
-		io.WriteString(w, "half")
-		return errors.New("drawing failed")
-	})
-	pf.discard()
-	if err == nil || err.Error() != "drawing failed" {
-		t.Errorf("write: %v", err)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Errorf("files left: %v", entries)
 	}
 }

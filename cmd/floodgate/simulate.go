@@ -107,7 +107,9 @@ Flags:
                      for the window algorithms), that level as a step line
                      held until the key's next event or its reset, and the
                      burst as a dashed line. The event lines, or the
-                     summary, are written too; add -q for the picture alone
+                     summary, are written too; add -q for the picture alone.
+                     Only in a floodgate built with the plot tag (make
+                     build, or go install -tags plot)
   --plot-keys N      how many keys --plot draws, 1 to 50 (default 4); ties
                      in events go in key order
   -q, --quiet        write no event lines (the summary is still written)
@@ -272,6 +274,8 @@ func (o *simulateOptions) validatePlot() (string, error) {
 		return "", fmt.Errorf("--plot-keys %d: want 1 to %d", o.plotKeys, maxPlotKeys)
 	case o.set["plot-keys"] && !o.set["plot"]:
 		return "", errors.New("--plot-keys is for --plot")
+	case format != "" && !plotBuilt:
+		return "", errNoPlot
 	}
 	return format, nil
 }

@@ -276,3 +276,17 @@ func summaryKey(key string) string {
 	}
 	return key
 }
+
+// withCommas returns n in decimal with commas between groups of three
+// digits, as in 12,345.
+func withCommas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	start := 0
+	if n < 0 {
+		start = 1
+	}
+	for i := len(s) - 3; i > start; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
