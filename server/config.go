@@ -19,7 +19,7 @@ import (
 
 	"github.com/floodgate/floodgate/failsafe"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // ErrInvalidConfig is returned, wrapped with the problem, by ParseConfig,
