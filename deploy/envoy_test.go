@@ -10,6 +10,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	// The types that the configurations' typed_config name.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -113,6 +114,11 @@ func TestIstioEnvoyFilter(t *testing.T) {
 		}
 		port, _ := strconv.Atoi(parts[1])
 		checkServiceAddress(t, "istio/envoyfilter.yaml", parts[3], port)
+		objs, _ := typedManifests(t)
+		svc := objs["Service/floodgate"].(metav1.Object)
+		if want := svc.GetName() + "." + svc.GetNamespace() + ".svc.cluster.local"; parts[3] != want {
+			t.Errorf("istio/envoyfilter.yaml: cluster host %s, but the manifests make Service %s", parts[3], want)
+		}
 		return
 	}
 	t.Errorf("istio/envoyfilter.yaml patches no HTTP filter")

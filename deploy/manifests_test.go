@@ -20,7 +20,7 @@ import (
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/memstore"
 	"github.com/floodgate/floodgate/server"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // object is a parsed YAML or JSON object.
@@ -314,24 +314,10 @@ func TestKubernetesServiceAndBudget(t *testing.T) {
 	}
 }
 
-// TestKubernetesRuns runs the image's floodgate with the Deployment's
-// arguments, the ConfigMaps' files where it mounts them and a real Redis
-// where --store names one (later flags moving the addresses to loopback,
-// the store to that Redis and the paths to a temporary directory), and
+// TestKubernetesRuns runs the Deployment's floodgate (startDeployment) and
 // checks that it is ready and decides with the ConfigMaps' policies.
 func TestKubernetesRuns(t *testing.T) {
-	objs := kubernetes(t)
-	c := floodgateContainer(t, objs)
-	args := stringsOf(list(c, "args"))
-	vals := flagValues(t, args, serveFlags(t, imageBinary(t)))
-	dir := t.TempDir()
-	configDir, envoyDir := filepath.Join(dir, "config"), filepath.Join(dir, "envoy")
-	writeConfigMap(t, objs["ConfigMap/floodgate-config"], configDir)
-	writeConfigMap(t, objs["ConfigMap/floodgate-envoy"], envoyDir)
-	redis := redistest.NewServer(t)
-	args = append(args, "--store", redis.URL(), "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-		"--config", filepath.Join(configDir, filepath.Base(vals["config"])), "--envoy-config", envoyDir)
-	addrs := startServe(t, imageBinary(t), args)
+	addrs := startDeployment(t)
 	assertGet(t, "http://"+addrs["metrics"]+"/readyz", http.StatusOK)
 	resp, err := http.Post("http://"+addrs["http"]+"/v1/check", "application/json", strings.NewReader(`{"policy":"login","key":"alice"}`))
 	if err != nil {
@@ -345,6 +331,27 @@ func TestKubernetesRuns(t *testing.T) {
 	if addrs["grpc"] == "" {
 		t.Errorf("the Deployment's floodgate does not serve Envoy's gRPC service")
 	}
+}
+
+// startDeployment runs the image's floodgate with the Deployment's
+// arguments, the ConfigMaps' files where it mounts them and a real Redis
+// where --store names one (later flags moving the addresses to loopback,
+// the store to that Redis and the paths to a temporary directory), and
+// returns its addresses by name.
+func startDeployment(t *testing.T) map[string]string {
+	t.Helper()
+	objs := kubernetes(t)
+	c := floodgateContainer(t, objs)
+	args := stringsOf(list(c, "args"))
+	vals := flagValues(t, args, serveFlags(t, imageBinary(t)))
+	dir := t.TempDir()
+	configDir, envoyDir := filepath.Join(dir, "config"), filepath.Join(dir, "envoy")
+	writeConfigMap(t, objs["ConfigMap/floodgate-config"], configDir)
+	writeConfigMap(t, objs["ConfigMap/floodgate-envoy"], envoyDir)
+	redis := redistest.NewServer(t)
+	args = append(args, "--store", redis.URL(), "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+		"--config", filepath.Join(configDir, filepath.Base(vals["config"])), "--envoy-config", envoyDir)
+	return startServe(t, imageBinary(t), args)
 }
 
 // writeConfigMap writes the data of the ConfigMap cm into dir.
