@@ -3,9 +3,11 @@ package deploy_test
 import (
 	"archive/tar"
 	"context"
+	"debug/buildinfo"
 	"debug/elf"
 	"errors"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -73,11 +75,7 @@ func buildAndUnpack(tmp, rootfs string) (int64, *v1.ConfigFile, error) {
 	if err := image.BuildBinary(ctx, "..", runtime.GOARCH, bin); err != nil {
 		return 0, nil, err
 	}
-	certs := image.CACertPath
-	if _, err := os.Stat(certs); err != nil {
-		certs = ""
-	}
-	img, err := image.Build(image.Options{Binary: bin, Arch: runtime.GOARCH, CACerts: certs, Version: floodgate.Version})
+	img, err := image.Build(image.Options{Binary: bin, Arch: runtime.GOARCH, Version: floodgate.Version})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -229,6 +227,14 @@ func TestDockerfile(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^FROM (scratch|gcr\.io/distroless/static\S*)$`).MatchString(text) {
 		t.Errorf("the Dockerfile's last stage is not scratch or distroless static")
 	}
+	for _, from := range regexp.MustCompile(`(?m)^FROM (\S+)`).FindAllStringSubmatch(text, -1) {
+		if from[1] != "scratch" && !regexp.MustCompile(`@sha256:[0-9a-f]{64}$`).MatchString(from[1]) {
+			t.Errorf("the Dockerfile's base image %s is not pinned by digest (@sha256:...)", from[1])
+		}
+	}
+	if copies := regexp.MustCompile(`(?m)^COPY --from=build /etc/.*$`).FindAllString(text, -1); copies != nil {
+		t.Errorf("the Dockerfile copies the build stage's files into the image: %q", copies)
+	}
 	users := regexp.MustCompile(`(?m)^USER (\S+)$`).FindAllStringSubmatch(text, -1)
 	if len(users) != 1 || users[0][1] != image.User {
 		t.Errorf("the Dockerfile's USER lines %q, want one, USER %s", users, image.User)
@@ -275,4 +281,50 @@ func TestMakeVersion(t *testing.T) {
 	if got := strings.TrimSpace(string(out)); err != nil || got != floodgate.Version {
 		t.Errorf("make -s version: %v %q, want %q", err, got, floodgate.Version)
 	}
+}
+
+// TestImageFilesAreItsOwn checks that the image holds floodgate's files
+// and nothing else, nothing of the host that built it (a CA bundle, say),
+// so that every host builds the same image from the same binary.
+func TestImageFilesAreItsOwn(t *testing.T) {
+	dir, _, _ := builtImage(t)
+	var got []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, path)
+			got = append(got, "/"+rel)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/etc/group", "/etc/passwd", image.Binary}
+	if !slices.Equal(got, want) {
+		t.Errorf("the image's files %q, want %q", got, want)
+	}
+}
+
+// TestImageCARoots checks that the image's binary carries the CA roots of
+// the module golang.org/x/crypto/x509roots/fallback, at the version the
+// root go.mod pins, for TLS (rediss://) on an image with no CA file.
+func TestImageCARoots(t *testing.T) {
+	const roots = "golang.org/x/crypto/x509roots/fallback"
+	info, err := buildinfo.ReadFile(imageBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(roots) + ` (\S+)`).FindSubmatch(mustRead(t, "../go.mod"))
+	if want == nil {
+		t.Fatalf("../go.mod does not require %s", roots)
+	}
+	for _, m := range info.Deps {
+		if m.Path == roots {
+			if m.Version != string(want[1]) {
+				t.Errorf("the binary has %s %s, go.mod pins %s", roots, m.Version, want[1])
+			}
+			return
+		}
+	}
+	t.Errorf("the image's binary does not import %s: it has no CA roots", roots)
 }

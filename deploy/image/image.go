@@ -1,8 +1,11 @@
 // Package image builds floodgate's container image without a Docker
 // daemon: a static floodgate binary (cross-built with CGO_ENABLED=0) on an
-// empty base, with the host's CA certificates when it has them, an
-// /etc/passwd naming the non-root user 65532, and a writable
-// /var/lib/floodgate owned by that user for the memory store's snapshot.
+// empty base, an /etc/passwd naming the non-root user 65532, and a
+// writable /var/lib/floodgate owned by that user for the memory store's
+// snapshot. It has no CA certificate file: the binary carries the roots
+// of golang.org/x/crypto/x509roots/fallback, a module its go.mod pins, and
+// crypto/x509 uses them where the system has none. Nothing in the image
+// comes from the host that builds it.
 //
 // The image runs `/floodgate serve` listening on every interface of the
 // container (DefaultArgs), as user 65532:65532. Its layer and config carry
@@ -34,10 +37,9 @@ import (
 
 // The image's user, binary and state directory.
 const (
-	User       = "65532:65532"
-	Binary     = "/floodgate"
-	StateDir   = "/var/lib/floodgate"
-	CACertPath = "/etc/ssl/certs/ca-certificates.crt"
+	User     = "65532:65532"
+	Binary   = "/floodgate"
+	StateDir = "/var/lib/floodgate"
 )
 
 // DefaultArgs are the image's arguments after its entrypoint (Binary):
@@ -66,9 +68,6 @@ type Options struct {
 	Binary string
 	// Arch is the image's architecture (GOARCH), "amd64" or "arm64".
 	Arch string
-	// CACerts is a bundle of CA certificates (PEM) to put at CACertPath;
-	// "" means none.
-	CACerts string
 	// Version is the image's org.opencontainers.image.version label,
 	// floodgate.Version for a build of this tree.
 	Version string
@@ -149,24 +148,18 @@ func imageConfig(version string) v1.Config {
 		Cmd:          DefaultArgs,
 		User:         User,
 		WorkingDir:   StateDir,
-		Env:          []string{"PATH=/", "SSL_CERT_FILE=" + CACertPath},
+		Env:          []string{"PATH=/"},
 		ExposedPorts: ports,
 		Labels:       Labels(version),
 	}
 }
 
-// fileLayer is the image's one layer: the binary, the certificates, the
-// user and the state directory.
+// fileLayer is the image's one layer: the binary, the user and the state
+// directory.
 func fileLayer(o Options) (v1.Layer, error) {
 	bin, err := os.ReadFile(o.Binary)
 	if err != nil {
 		return nil, fmt.Errorf("image: reading the binary: %w", err)
-	}
-	var certs []byte
-	if o.CACerts != "" {
-		if certs, err = os.ReadFile(o.CACerts); err != nil {
-			return nil, fmt.Errorf("image: reading the CA certificates: %w", err)
-		}
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -179,12 +172,6 @@ func fileLayer(o Options) (v1.Layer, error) {
 		{name: "var/", dir: true, mode: 0o755},
 		{name: "var/lib/", dir: true, mode: 0o755},
 		{name: "var/lib/floodgate/", dir: true, mode: 0o700, owner: 65532},
-	}
-	if certs != nil {
-		entries = append(entries,
-			tarEntry{name: "etc/ssl/", dir: true, mode: 0o755},
-			tarEntry{name: "etc/ssl/certs/", dir: true, mode: 0o755},
-			tarEntry{name: CACertPath[1:], mode: 0o644, data: certs})
 	}
 	for _, e := range entries {
 		if err := e.write(tw); err != nil {

@@ -39,17 +39,12 @@ func run(args []string) error {
 	tarPath := fs.String("tar", "", "write the image as a tarball for docker load / podman load")
 	layoutDir := fs.String("layout", "", "write the image as an OCI image layout in this directory")
 	tag := fs.String("tag", "floodgate:latest", "the tarball's tag")
-	certs := fs.String("ca-certs", image.CACertPath, "CA certificates to include (\"\" for none; skipped when missing)")
 	version := fs.String("version", floodgate.Version, "the image's org.opencontainers.image.version label")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *tarPath == "" && *layoutDir == "" {
 		return errors.New("give -tar FILE or -layout DIR")
-	}
-	if _, err := os.Stat(*certs); *certs != "" && err != nil {
-		fmt.Fprintf(os.Stderr, "mkimage: no CA certificates at %s: the image has none\n", *certs)
-		*certs = ""
 	}
 	tmp, err := os.MkdirTemp("", "mkimage")
 	if err != nil {
@@ -60,7 +55,7 @@ func run(args []string) error {
 	if err := image.BuildBinary(context.Background(), *root, *arch, bin); err != nil {
 		return err
 	}
-	img, err := image.Build(image.Options{Binary: bin, Arch: *arch, CACerts: *certs, Version: *version})
+	img, err := image.Build(image.Options{Binary: bin, Arch: *arch, Version: *version})
 	if err != nil {
 		return err
 	}
