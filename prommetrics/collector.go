@@ -22,9 +22,10 @@ var ErrInvalidName = errors.New("invalid store name")
 // it with a prometheus.Registerer; it reads the stores' counts at each
 // scrape. Make one with New. A Collector is safe for concurrent use.
 type Collector struct {
-	mu       sync.Mutex
-	policies map[string]*Counts
-	stores   []namedStore
+	mu        sync.Mutex
+	policies  map[string]*Counts
+	stores    []namedStore
+	frontEnds map[string]func() FrontEndStats // by name
 }
 
 // namedStore is a store added to a Collector, with its label.
@@ -91,7 +92,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		policies[name] = o
 	}
 	stores := c.stores[:len(c.stores):len(c.stores)]
+	frontEnds := make(map[string]func() FrontEndStats, len(c.frontEnds))
+	for name, f := range c.frontEnds {
+		frontEnds[name] = f
+	}
 	c.mu.Unlock()
+	for name, f := range frontEnds {
+		collectFrontEnd(ch, name, f())
+	}
 	for name, o := range policies {
 		collectDecisions(ch, name, o)
 	}

@@ -60,7 +60,7 @@ var allDescs = []*prometheus.Desc{decisionsDesc, storeErrorsDesc,
 	memKeysDesc, memDrainedDesc, memEvictionsDesc, memBytesDesc, memMaxBytesDesc,
 	storeDownDesc, storeFailuresDesc, storeFallbacksDesc, storeTripsDesc, storeRecoveriesDesc,
 	cacheHitsDesc, cacheFillsDesc, cacheInvalidationsDesc, cacheFlushesDesc, cacheEvictionsDesc,
-	cacheEntriesDesc, cacheBytesDesc, cacheLiveDesc}
+	cacheEntriesDesc, cacheBytesDesc, cacheLiveDesc, frontEndDesc}
 
 func collectDecisions(ch chan<- prometheus.Metric, policy string, o *Counts) {
 	allowed, denied := o.load()

@@ -56,6 +56,13 @@
 // A failsafe store failing locally keeps its memory store apart: add it
 // too, under another name (floodgate serve calls them main and fallback).
 //
+// By front-end, the name given to AddFrontEnd: an httplimit.Middleware's or
+// grpclimit.Interceptor's Stats, converted to FrontEndStats:
+//
+//	floodgate_frontend_requests_total{frontend,outcome}  requests not simply admitted: denied,
+//	                                                      dry_run_denied, key_error, error,
+//	                                                      served_on_error, abandoned
+//
 // # Cost
 //
 // A limiter without an Observer pays one comparison per decision. An
