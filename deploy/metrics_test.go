@@ -177,17 +177,35 @@ func (r *running) post(t *testing.T, path, body string) int {
 	return resp.StatusCode
 }
 
-// scrape returns the names of the samples r's /metrics can have: for
-// each family, its name, or a histogram's _bucket, _sum and _count.
+// scrape returns the names of the samples r's /metrics can have
+// (familyNames).
 func (r *running) scrape(t *testing.T) map[string]bool {
 	t.Helper()
-	resp, err := http.Get("http://" + r.addrs["metrics"] + "/metrics")
+	return familyNames(scrapeText(t, r.addrs["metrics"]))
+}
+
+// scrapeText returns the /metrics of the server whose metrics address is
+// addr.
+func scrapeText(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(text)
+}
+
+// familyNames returns the names of the samples the /metrics text can
+// have: for each family, its name, or a histogram's _bucket, _sum and
+// _count.
+func familyNames(text string) map[string]bool {
 	names := map[string]bool{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) != 4 || f[0] != "#" || f[1] != "TYPE" {
@@ -261,4 +279,55 @@ func scrapeFailingServer(t *testing.T) map[string]bool {
 		t.Errorf("a check on a Redis that does not answer: %d, want 503", code)
 	}
 	return r.scrape(t)
+}
+
+// offWithSnapshotOff are the metrics that a server with --snapshot off,
+// as the Deployment has, does not export.
+var offWithSnapshotOff = map[string]bool{
+	"floodgate_snapshot_writes_total":                   true,
+	"floodgate_snapshot_last_success_timestamp_seconds": true,
+}
+
+// TestDashboardUnderDeployment runs the Deployment's floodgate
+// (startDeployment: its flags, its ConfigMaps, a real Redis), shapes and
+// denies with its policies, and checks its live /metrics against the
+// dashboard and the alerts: every metric they query is there, but the
+// snapshot's, which --snapshot off leaves out, and no timestamp reads 0
+// (a panel would show it as 56 years ago).
+func TestDashboardUnderDeployment(t *testing.T) {
+	addrs := startDeployment(t)
+	post := func(body string) {
+		resp, err := http.Post("http://"+addrs["http"]+"/v1/check", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	for range 40 { // default's burst is 20, then one per 0.6s: the last ones wait their turn
+		post(`{"policy":"default","key":"shaped","max_wait":30}`)
+	}
+	post(`{"policy":"default","key":"shaped"}`) // denied
+	text := scrapeText(t, addrs["metrics"])
+	exported := familyNames(text)
+	for where, expr := range queries(t) {
+		for _, name := range metricNames(expr) {
+			if !exported[name] && !offWithSnapshotOff[name] {
+				t.Errorf("%s queries %s, which the Deployment's floodgate does not export", where, name)
+			}
+		}
+	}
+	for name := range offWithSnapshotOff {
+		if exported[name] {
+			t.Errorf("the Deployment's floodgate (--snapshot off) exports %s", name)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && strings.HasSuffix(f[0], "_timestamp_seconds") && f[1] == "0" {
+			t.Errorf("the Deployment's floodgate exports %s: a time 56 years ago", line)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^floodgate_delayed_total\{policy="default"\} [1-9]`).MatchString(text) {
+		t.Errorf("the Deployment's floodgate does not count the delayed checks in floodgate_delayed_total{policy=\"default\"}")
+	}
 }

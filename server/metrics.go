@@ -1,7 +1,9 @@
 package server
 
 import (
+	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/floodgate/floodgate"
 	"github.com/floodgate/floodgate/envoyrls"
@@ -24,8 +26,10 @@ type metrics struct {
 	inFlight    *prometheus.GaugeVec     // api
 	reloads     *prometheus.CounterVec   // config, result
 	reloadOK    *prometheus.GaugeVec     // config
-	snapshots   *prometheus.CounterVec   // result
-	snapshotAge prometheus.Gauge
+	snapshots   *prometheus.CounterVec   // result; registered by openSnapshot
+	snapshotAge prometheus.Gauge         // registered by openSnapshot
+	delayed     *prometheus.CounterVec   // policy
+	delay       *prometheus.CounterVec   // policy
 }
 
 // latencyBuckets go from 25µs to about 0.8s, doubling.
@@ -64,10 +68,39 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "floodgate_snapshot_last_success_timestamp_seconds",
 			Help: "When the last snapshot of the memory store was written, in Unix seconds.",
 		}),
+		delayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_delayed_total",
+			Help: "Checks admitted with a delay (a max_wait, shaping), by policy.",
+		}, []string{"policy"}),
+		delay: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "floodgate_delay_seconds_total",
+			Help: "The delays of the checks admitted with one, added up, in seconds, by policy.",
+		}, []string{"policy"}),
 	}
-	reg.MustRegister(m.limits, m.requests, m.latency, m.inFlight, m.reloads, m.reloadOK, m.snapshots, m.snapshotAge,
+	reg.MustRegister(m.limits, m.requests, m.latency, m.inFlight, m.reloads, m.reloadOK, m.delayed, m.delay,
 		buildInfo(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// registerSnapshots adds the snapshot metrics, for a server that writes
+// snapshots: without one, a last-success time of 0 would read as a
+// snapshot 56 years old.
+func (m *metrics) registerSnapshots() error {
+	for _, c := range []prometheus.Collector{m.snapshots, m.snapshotAge} {
+		if err := m.reg.Register(c); err != nil {
+			return fmt.Errorf("the snapshot metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// observeDelay counts a check of policy admitted after a wait of d, if
+// any.
+func (m *metrics) observeDelay(policy string, d time.Duration) {
+	if d > 0 {
+		m.delayed.WithLabelValues(policy).Inc()
+		m.delay.WithLabelValues(policy).Add(d.Seconds())
+	}
 }
 
 // buildInfo is floodgate_build_info, always 1, labelled with

@@ -54,3 +54,30 @@ func TestBuildInfo(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestDelayMetrics checks the shaping metrics: four checks at one instant
+// on a bucket of 1 a second, admitted after 0, 1, 2 and 3 seconds, are
+// three delayed checks and six seconds of delay; the refused fifth adds
+// nothing. A server without snapshots exports no snapshot metrics (a last
+// success at 0 would read as 56 years ago).
+func TestDelayMetrics(t *testing.T) {
+	ts := newTestServer(t, scheduleConfig)
+	for range 5 {
+		ts.check(t, `{"policy":"api","key":"alice","max_wait":3}`)
+	}
+	if got := metricValue(t, ts.metrics.reg, "floodgate_delayed_total", "policy", "api"); got != 3 {
+		t.Errorf("floodgate_delayed_total %v, want 3", got)
+	}
+	if got := metricValue(t, ts.metrics.reg, "floodgate_delay_seconds_total", "policy", "api"); got != 6 {
+		t.Errorf("floodgate_delay_seconds_total %v, want 6", got)
+	}
+	mfs, err := ts.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "floodgate_snapshot_") {
+			t.Errorf("a server without snapshots exports %s", mf.GetName())
+		}
+	}
+}

@@ -29,6 +29,9 @@ func (s *Server) checkScheduled(w http.ResponseWriter, ctx context.Context, c re
 		s.decisionFailed(w, c.label, d.RetryAfter, err)
 		return
 	}
+	if d.Allowed {
+		s.metrics.observeDelay(c.label, r.Delay())
+	}
 	b := make([]byte, 0, 112)
 	b = appendDecision(b, d)
 	b = append(b[:len(b)-1], `,"delay":`...) // inside the decision's object

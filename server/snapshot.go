@@ -45,6 +45,10 @@ func openSnapshot(path string, mem *memstore.Store, clk clock.Clock, log *slog.L
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	removeStaleTemps(path, log)
+	if err := m.registerSnapshots(); err != nil {
+		unlock()
+		return nil, err
+	}
 	return &snapshotter{path: path, mem: mem, clock: clk, log: log, metrics: m, unlock: unlock}, nil
 }
 

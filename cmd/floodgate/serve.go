@@ -111,7 +111,9 @@ Operations (on --metrics; keep it private, or set ops.auth and ops.tls):
                   floodgate_store_down{store}, floodgate_memory_keys{store},
                   floodgate_memory_evictions_total{store},
                   floodgate_config_reloads_total{config,result},
-                  floodgate_snapshot_writes_total{result},
+                  floodgate_snapshot_writes_total{result} (with --snapshot),
+                  floodgate_delayed_total{policy} and
+                  floodgate_delay_seconds_total{policy} (max_wait),
                   floodgate_envoy_requests_total{result},
                   floodgate_envoy_from_memory_total,
                   floodgate_deny_cache_{hits,fills,invalidations,...},
