@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"image/color"
 	"io"
@@ -310,6 +311,14 @@ func countOf(n int64, noun string) string {
 		noun += "s"
 	}
 	return withCommas(n) + " " + noun
+}
+
+// busiest returns the n keys with the most events, most first, ties in
+// key order.
+func (rs *runStats) busiest(n int) []*keyStats {
+	return rs.leading(n, func(a, b *keyStats) int {
+		return cmp.Or(cmp.Compare(b.events, a.events), cmp.Compare(a.key, b.key))
+	})
 }
 
 // clockTicks marks a time axis of Unix seconds at round UTC times: every 1,

@@ -104,14 +104,6 @@ func byRefusals(a, b *keyStats) int {
 	return cmp.Or(cmp.Compare(b.refused, a.refused), cmp.Compare(b.events, a.events), cmp.Compare(a.key, b.key))
 }
 
-// busiest returns the n keys with the most events, most first, ties in
-// key order.
-func (rs *runStats) busiest(n int) []*keyStats {
-	return rs.leading(n, func(a, b *keyStats) int {
-		return cmp.Or(cmp.Compare(b.events, a.events), cmp.Compare(a.key, b.key))
-	})
-}
-
 // leading returns the first n keys (all for n 0) in order, sorted. A few
 // keys of many are picked keeping n at a time, without a sort of all.
 func (rs *runStats) leading(n int, order func(a, b *keyStats) int) []*keyStats {
