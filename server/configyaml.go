@@ -8,7 +8,7 @@ import (
 
 	"github.com/floodgate/floodgate/internal/suggest"
 	"github.com/floodgate/floodgate/internal/valuetext"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // checkYAML checks data, a configuration, against Config's fields before
