@@ -17,7 +17,7 @@ import (
 
 // boltVersion is the bbolt release whose layout this file reads. A test
 // fails when go.mod requires another, until the offsets are checked.
-const boltVersion = "v1.4.3"
+const boltVersion = "v1.5.0"
 
 // A page starts with a header: id u64, flags u16, count u16, overflow
 // u32 (the pages that follow it as one).
