@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -191,6 +192,8 @@ func (o *checkOptions) validateLimits() error {
 			return fmt.Errorf("--policy: %w", err)
 		}
 		o.limits = append(o.limits, checkLimit{o.args[0], p})
+	case len(o.limits) == 0 && len(o.args) > 1 && strings.HasPrefix(o.args[1], "-"):
+		return fmt.Errorf("%s comes after the KEY %q: flags go before it", o.args[1], o.args[0])
 	case len(o.limits) == 0:
 		return errors.New("--policy POLICY KEY or at least one --limit KEY=POLICY is required")
 	case len(o.args) > 0:
