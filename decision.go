@@ -1,6 +1,8 @@
 package floodgate
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
@@ -38,4 +40,32 @@ func (d Decision) Policy() algo.Policy {
 		return algo.Policy{}
 	}
 	return *d.policy
+}
+
+// String describes d in one line, for logs and %v: "allowed, remaining
+// 19, reset in 3s (token-bucket 100/1m burst=20)", "denied, retry in
+// 600ms, reset in 1m0s (...)", or for a dry-run denial "allowed (dry run:
+// denied), retry in ...". A cost that can never pass says "retry never".
+func (d Decision) String() string {
+	var b strings.Builder
+	switch {
+	case d.DryRun:
+		b.WriteString("allowed (dry run: denied)")
+	case d.Allowed:
+		fmt.Fprintf(&b, "allowed, remaining %d", d.Remaining)
+	default:
+		b.WriteString("denied")
+	}
+	switch {
+	case d.Allowed && !d.DryRun:
+	case d.RetryAfter == algo.Never:
+		b.WriteString(", retry never")
+	default:
+		fmt.Fprintf(&b, ", retry in %v", d.RetryAfter)
+	}
+	fmt.Fprintf(&b, ", reset in %v", d.ResetAfter)
+	if d.policy != nil {
+		fmt.Fprintf(&b, " (%v)", *d.policy)
+	}
+	return b.String()
 }
