@@ -433,13 +433,23 @@ func (o *serveOptions) validate() error {
 }
 
 // logger returns the log on w, in the format and from the level of the
-// flags.
+// flags. Durations are written as Go writes them, 15s, in JSON too
+// (where slog writes integer nanoseconds).
 func (o *serveOptions) logger(w io.Writer) *slog.Logger {
-	hopts := &slog.HandlerOptions{Level: o.level}
+	hopts := &slog.HandlerOptions{Level: o.level, ReplaceAttr: readableDuration}
 	if o.logFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, hopts))
 	}
 	return slog.New(slog.NewTextHandler(w, hopts))
+}
+
+// readableDuration is a slog.HandlerOptions.ReplaceAttr that writes a
+// duration as its String, 15s.
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // serverOptions returns the server's options of the flags, logging on

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -523,4 +524,17 @@ func TestServeSecondSignalKeepsTheSnapshot(t *testing.T) {
 		t.Errorf("after 20 runs: %d %v, want 80 remaining", code, d)
 	}
 	p.stop(t, syscall.SIGTERM)
+}
+
+// Durations in the JSON log read as durations, "15s", not as integer
+// nanoseconds.
+func TestServeLogsReadableDurations(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var b strings.Builder
+		o := &serveOptions{logFormat: format}
+		o.logger(&b).Info("shutting down", "timeout", 15*time.Second, slog.Group("store", "cooldown", 500*time.Millisecond))
+		if out := b.String(); strings.Contains(out, "15000000000") || !strings.Contains(out, "15s") || !strings.Contains(out, "500ms") {
+			t.Errorf("%s log: %s; want 15s and 500ms", format, out)
+		}
+	}
 }
