@@ -41,10 +41,12 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	in.limitMemory()
-	if err := in.startSnapshot(); err != nil {
+	// The services read the files the configuration names: a refusal
+	// comes before the snapshot makes its directory and lock.
+	if err := in.buildServices(); err != nil {
 		return err
 	}
-	if err := in.buildServices(); err != nil {
+	if err := in.startSnapshot(); err != nil {
 		return err
 	}
 	if err := in.listen(); err != nil {

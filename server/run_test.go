@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/big"
 	"net"
@@ -675,5 +676,26 @@ func TestRunSetsTheMemoryLimit(t *testing.T) {
 	r.stop(t)
 	if got, want := debug.SetMemoryLimit(-1), int64(125<<20+memoryHeadroom); got != want {
 		t.Errorf("the runtime's memory limit: %d, want %d", got, want)
+	}
+}
+
+// A configuration refused at the start leaves no trace: the snapshot's
+// directory and lock are made only once everything else is accepted.
+func TestRunRefusedLeavesNoSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	writeFile(t, cfg, "auth: {token_file: missing-token}")
+	for name, o := range map[string]Options{
+		"a missing token file":      {ConfigFile: cfg},
+		"a missing Envoy directory": {EnvoyConfigDir: filepath.Join(dir, "none")},
+	} {
+		o.Clock, o.SnapshotFile = clock.NewFake(t0), filepath.Join(dir, "state", "snap")
+		o.HTTPAddr, o.MetricsAddr = "127.0.0.1:0", "127.0.0.1:0"
+		if err := Run(context.Background(), o); err == nil {
+			t.Fatalf("%s: Run started", name)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "state")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: refused, but the snapshot's directory is there (%v)", name, err)
+		}
 	}
 }
