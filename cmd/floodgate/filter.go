@@ -50,6 +50,12 @@ faster than the rate is slowed to it rather than losing lines, until a
 line would wait past D. Nothing is held for a waiting line: a limit
 shared through --store may admit others first.
 
+D bounds each line's wait from when filter reads it, not from when it
+was written: the time a line spends in the pipe behind a held one is not
+counted, and a writer blocks once the pipe is full. So under a long
+burst, a line can reach the output later than D after it was written;
+D bounds filter's own delay, and the writer's slowdown is the pacing.
+
   app 2>&1 | floodgate filter --global 'token-bucket 100/1s burst=20' --max-delay 5s
 
 An admitted line is written at once (before filter waits for more input).
@@ -70,8 +76,9 @@ Flags:
   --refused FILE    append the refused lines' reports to FILE instead of
                     writing them on standard error (/dev/null drops them)
   --max-delay D     pace: hold a line over the limits up to D (such as
-                    500ms or 10s) until they admit it, refusing it only
-                    past D; the summary counts the lines delayed
+                    500ms or 10s) from when filter reads it, until they
+                    admit it, refusing it only past D; the summary counts
+                    the lines delayed
   --top N           the summary lists the N keys refused most (default 10)
   --store URL       where the limits' state is kept: memory (the default),
                     file:PATH, redis://HOST:PORT[/DB], unix:///PATH,
