@@ -139,12 +139,20 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 
 // AllowN decides whether key may spend n units now, and spends them if so.
 // A denied request changes nothing. n == 0 is a peek: always admitted, it
-// reports the key's headroom and changes nothing. n above the policy's
+// reports the key's headroom and changes nothing (Peek says so by name). n above the policy's
 // burst is denied with RetryAfter algo.Never and an error wrapping
 // algo.ErrCostExceedsBurst; a negative n is an error wrapping
 // algo.ErrInvalidCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	return l.decide(ctx, key, l.now(), n)
+}
+
+// Peek reports key's headroom now without spending anything: the
+// decision is always admitted, with the units key would admit in
+// Remaining. It is the explicit form of AllowN with n == 0, and of a
+// Check with Peek set; a Check's N of 0 means 1, not a peek.
+func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
+	return l.decide(ctx, key, l.now(), 0)
 }
 
 // AllowAt is AllowN at time t instead of the limiter's clock, for callers
