@@ -46,8 +46,14 @@ type work struct {
 // sends its own call, saving two hand-offs between goroutines.
 func newBatcher(s *Store, onMaster bool) *batch.Batcher[work] {
 	send := func(ctx context.Context, calls []*call) { s.send(ctx, calls, onMaster) }
-	return batch.New(send, batch.Limits{MaxBatch: s.cfg.maxBatch, MaxInFlight: s.cfg.maxInFlight,
-		MaxPending: s.cfg.maxPending, Detach: !heedsDeadlines(s.client)})
+	return batch.New(send, s.limits())
+}
+
+// limits returns the limits of s's batchers (newBatcher's, and the
+// counters', newAdder).
+func (s *Store) limits() batch.Limits {
+	return batch.Limits{MaxBatch: s.cfg.maxBatch, MaxInFlight: s.cfg.maxInFlight,
+		MaxPending: s.cfg.maxPending, Detach: !heedsDeadlines(s.client)}
 }
 
 // heedsDeadlines reports whether c ends a command at its context's

@@ -5,28 +5,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/internal/batch"
 	"github.com/floodgate/floodgate/internal/tablename"
 	"github.com/floodgate/floodgate/store"
-	"github.com/redis/go-redis/v9"
 )
 
 // Counters implements store.Counting, with WithCounters (else it answers
-// errors.ErrUnsupported): the counter of key K in the window
-// of index W (its start over period) is the Redis key "#" + PREFIX + name
-// + "@" + period + "@" + W + ":" + K, name escaped as Table escapes it,
-// outside the prefix that a deny cache tracks (WithDenyCache), since no
-// counter is cached: each write there would cost Redis an invalidation. An
-// integer that INCRBY adds to, with an expiry at the end of the next
-// window (on the caller's clock), so that a process whose clock is behind
-// by up to a window still finds it. Nothing is denied, and there is no
-// script: an addition is an INCRBY and a PEXPIRE, pipelined, as
-// envoyproxy/ratelimit's. The window is the one holding the caller's
-// time, whatever the store's clock (WithCallerTime or not): every
-// process names the window its own clock is in.
+// errors.ErrUnsupported): the counter of
+// key K in the window of index W (its start over period) is the Redis key
+// "#" + PREFIX + name + "@" + period + "@" + W + ":" + K, name escaped as
+// Table escapes it, outside the prefix that a deny cache tracks
+// (WithDenyCache), since no counter is cached: each write there would
+// cost Redis an invalidation. An integer that INCRBY adds to, with an
+// expiry at the end of the next window (on the caller's clock), so that
+// a process whose clock is behind by up to a window still finds it.
+// Nothing is denied. The window is the one holding the caller's time,
+// whatever the store's clock (WithCallerTime or not): every process
+// names the window its own clock is in.
 func (s *Store) Counters(name string, period time.Duration) (store.Counters, error) {
 	if !s.cfg.counters {
 		return nil, fmt.Errorf("redisstore: counters of its own need WithCounters: %w", errors.ErrUnsupported)
@@ -62,11 +63,12 @@ func (c *counters) Partition(key string, now int64) int {
 	return int(slot(c.prefix(now), key))
 }
 
-// AddEach implements store.Counters: one INCRBY of each addition, in one
-// pipeline (on a Cluster, go-redis's, one for each master, at once), then
-// a PEXPIRE of each key the INCRBYs made, in another. It returns by the store's timeout or ctx's deadline,
-// as every call does, however long Redis stalls: the pipeline goes on
-// alone, on copies of its own.
+// AddEach implements store.Counters: the additions join the additions
+// of other calls, of any counters, that go to Redis at that moment, in one
+// call of the counters' function (lua/counters.lua; see send), a call of
+// the batcher of the master of their keys on a Cluster, the masters at
+// once. It returns by the store's timeout or ctx's deadline, as every
+// call does, however long Redis stalls.
 func (c *counters) AddEach(ctx context.Context, hs []store.Hits) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -79,31 +81,31 @@ func (c *counters) AddEach(ctx context.Context, hs []store.Hits) error {
 	}
 	bounded, cancel := c.s.bound(ctx)
 	defer cancel()
-	p := c.pipeline(bounded, hs)
-	done := make(chan struct{})
-	go func() {
-		p.exec(bounded, c.s.client)
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-bounded.Done():
-		return c.s.batchErr(ctx, bounded.Err())
+	gs := c.groups(hs)
+	if len(gs) == 1 {
+		c.s.doGroup(ctx, bounded, &gs[0])
+	} else {
+		var wg sync.WaitGroup
+		for i := range gs {
+			wg.Go(func() { c.s.doGroup(ctx, bounded, &gs[i]) })
+		}
+		wg.Wait()
 	}
-	return p.results(hs, func(err error) error { return c.s.doneErr(ctx, bounded, err) })
+	return results(hs, gs)
 }
 
-// A pipeline is one AddEach's commands, its own.
-type pipeline struct {
-	keys []string
-	n    []int64
-	ttl  []time.Duration
-	cmds []*redis.IntCmd // the INCRBYs'
+// An addGroup is the additions of an AddEach that go through one batcher (on
+// a Cluster, to one master), in one call, and its error.
+type addGroup struct {
+	b    *batch.Batcher[adds]
+	call *addCall // nil once the call is no longer ours (err)
+	hits []int    // the hit of each of the call's additions, in order
+	err  error    // the call failed as a whole
 }
 
-// pipeline returns the commands of hs.
-func (c *counters) pipeline(ctx context.Context, hs []store.Hits) *pipeline {
-	p := &pipeline{keys: make([]string, len(hs)), n: make([]int64, len(hs)), ttl: make([]time.Duration, len(hs))}
+// groups returns the additions of hs, by batcher.
+func (c *counters) groups(hs []store.Hits) []addGroup {
+	var gs []addGroup
 	var last int64 = -1
 	var prefix string
 	for i := range hs {
@@ -113,54 +115,64 @@ func (c *counters) pipeline(ctx context.Context, hs []store.Hits) *pipeline {
 		}
 		start := h.Now - h.Now%c.period
 		// The end of the next window, in whole milliseconds, rounded up.
-		ttl := (start + 2*c.period - h.Now + int64(time.Millisecond) - 1) / int64(time.Millisecond) * int64(time.Millisecond)
-		p.keys[i], p.n[i], p.ttl[i] = prefix+h.Key, h.N, time.Duration(ttl)
+		ttl := (start + 2*c.period - h.Now + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+		// A count of MaxCount stays MaxCount: more units change no
+		// answer, and cannot overflow Redis's integer.
+		a := addition{key: prefix + h.Key, n: min(h.N, store.MaxCount), ttl: ttl}
+		b := c.s.adder
+		if c.s.cluster {
+			a.slot = slot(prefix, h.Key)
+			b = c.s.adderOf(a.key)
+		}
+		j := slices.IndexFunc(gs, func(g addGroup) bool { return g.b == b })
+		if j < 0 {
+			j = len(gs)
+			gs = append(gs, addGroup{b: b, call: &addCall{}})
+		}
+		gs[j].call.Work.as = append(gs[j].call.Work.as, a)
+		gs[j].hits = append(gs[j].hits, i)
 	}
-	return p
+	return gs
 }
 
-// exec sends p's INCRBYs through client and keeps their replies, then
-// the PEXPIRE of each key an INCRBY made (its reply is its cost): a
-// counter takes one expiry, not one a hit.
-func (p *pipeline) exec(ctx context.Context, client redis.UniversalClient) {
-	pl := client.Pipeline()
-	p.cmds = make([]*redis.IntCmd, len(p.keys))
-	for i, k := range p.keys {
-		p.cmds[i] = pl.IncrBy(ctx, k, p.n[i])
+// doGroup carries out g's call, and sets g.err when it failed as a
+// whole: the error of a caller whose context is ctx, bounded by the
+// store's timeout as bounded.
+func (s *Store) doGroup(ctx, bounded context.Context, g *addGroup) {
+	if err := g.b.Do(bounded, g.call); err != nil {
+		g.err, g.call = s.batchErr(ctx, err), nil // the call is no longer ours
+		return
 	}
-	_, _ = pl.Exec(ctx) // each command keeps its own error
-	var ex redis.Pipeliner
-	for i, k := range p.keys {
-		if v, err := p.cmds[i].Result(); err == nil && v == p.n[i] {
-			if ex == nil {
-				ex = client.Pipeline()
-			}
-			ex.PExpire(ctx, k, p.ttl[i])
+	g.err = s.doneErr(ctx, bounded, g.call.Err)
+	for i := range g.call.Work.as {
+		if a := &g.call.Work.as[i]; a.err != nil {
+			a.err = s.doneErr(ctx, bounded, a.err)
 		}
 	}
-	if ex != nil {
-		_, _ = ex.Exec(ctx)
-	}
 }
 
-// results sets the count of each of hs from p's replies, and returns
-// AddEach's error: the first failure's, when every addition failed, and
-// one wrapping store.ErrPartialFailure when some did. done turns a
-// failure into the caller's error (Store.doneErr).
-func (p *pipeline) results(hs []store.Hits, done func(error) error) error {
+// results sets the count of each of hs from the groups' outcomes, and
+// returns AddEach's error: the first failure's, when every addition
+// failed, and one wrapping store.ErrPartialFailure when some did.
+func results(hs []store.Hits, gs []addGroup) error {
 	var first error
 	failed := 0
 	for i := range hs {
-		h := &hs[i]
-		h.Count, h.Unknown, h.Err = 0, false, nil
-		v, err := p.cmds[i].Result()
-		if err != nil {
-			err = done(countersErr(err))
-			first, h.Err = cmp.Or(first, err), store.PartialFailure(err)
+		hs[i].Count, hs[i].Unknown, hs[i].Err = 0, false, nil
+	}
+	for _, g := range gs {
+		for k, i := range g.hits {
+			err := g.err
+			if err == nil {
+				a := &g.call.Work.as[k]
+				if err = a.err; err == nil {
+					hs[i].Count = min(a.count, store.MaxCount)
+					continue
+				}
+			}
+			first, hs[i].Err = cmp.Or(first, err), store.PartialFailure(err)
 			failed++
-			continue
 		}
-		h.Count = min(v, store.MaxCount)
 	}
 	switch failed {
 	case 0:
@@ -172,14 +184,4 @@ func (p *pipeline) results(hs []store.Hits, done func(error) error) error {
 		return first
 	}
 	return fmt.Errorf("redisstore: %w: %d of %d additions failed: %w", store.ErrPartialFailure, failed, len(hs), first)
-}
-
-// countersErr wraps the error of a command of a pipeline: ErrUnavailable
-// when Redis did not answer, as decode does for the script's.
-func countersErr(err error) error {
-	var reply redis.Error
-	if !errors.As(err, &reply) && !errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return fmt.Errorf("redisstore: %w", err)
 }

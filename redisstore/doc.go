@@ -98,19 +98,30 @@
 // # Counters
 //
 // Made WithCounters, the store is a store.Counting: its counters
-// (Store.Counters) count hits in fixed windows with no script. Without
-// it, the default, store.CountersOf counts on its tables. A counter is an integer at a Redis key
-// naming the window's index, "#" and the prefix first: outside the prefix
-// that a deny cache tracks, so that a write costs Redis no invalidation.
-// An addition is an INCRBY, pipelined, as envoyproxy/ratelimit's; a
-// second pipeline sets the expiry (PEXPIRE) of each key the INCRBYs made,
-// once per counter rather than once per hit. A key whose PEXPIRE is lost
-// (Redis lost between the two) keeps no expiry, as upstream's would. The window is the one holding the
-// caller's time, with or without WithCallerTime: processes whose clocks
-// disagree by d count near a window's edge, for d, in different windows,
-// as upstream's do. A key expires at the end of the window after its own.
-// A call is bounded by the store's timeout as every call is; on a Cluster,
-// go-redis sends each master its commands.
+// (Store.Counters) count hits in fixed windows, each an integer at a
+// Redis key naming the window's index, "#" and the prefix first: outside
+// the prefix that a deny cache tracks, so that a write costs Redis no
+// invalidation. Without it, the default, store.CountersOf counts on the
+// store's tables, through the decisions' script.
+//
+// An addition is an INCRBY in the counters' function (lua/counters.lua),
+// and, when the INCRBY made the key, its PEXPIRE, in the same call: a key
+// never stays without its expiry. An INCRBY in Lua costs Redis less than
+// one sent alone (no command to parse, no reply to frame), and the
+// additions of calls that arrive together go in one function call, as
+// the decisions' calls do (package batch): a call is bounded by the
+// store's timeout and its context as every call is. On a Cluster the
+// additions go, as the decisions do, in one call a master (its slots
+// together); an addition whose key that master does not serve (a slot
+// that moved) fails alone, having changed nothing, and goes again in a
+// call of its own slot. An addition that Redis refuses (a key of another
+// type) fails alone: AddEach returns store.ErrPartialFailure.
+//
+// The window is the one holding the caller's time, with or without
+// WithCallerTime, never Redis's: every process names the window its own
+// clock is in, and processes whose clocks disagree by d count near a
+// window's edge, for d, in different windows, as envoyproxy/ratelimit's
+// do. A key expires at the end of the window after its own.
 //
 // # A policy change
 //

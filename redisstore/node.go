@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"sync"
 
 	"github.com/floodgate/floodgate/internal/batch"
 	"github.com/floodgate/floodgate/store"
@@ -17,21 +18,30 @@ import (
 // master is looked up in the layout go-redis holds (cachedLayout); while
 // it holds none, the call goes to s.batcher, whose send loads it.
 func (s *Store) batcherOf(op *store.Op) *batch.Batcher[work] {
+	return nodeBatcher(s, &s.nodes, op.Table.(*table).redisKey(op.Key), s.batcher, newBatcher)
+}
+
+// nodeBatcher returns the batcher, in nodes, of the master serving the
+// slot of key on a Redis Cluster, made by newOne(s, true) when first
+// needed; else, or while the cluster's layout is unknown, whole, the
+// batcher of the whole store (see batcherOf).
+func nodeBatcher[T any](s *Store, nodes *sync.Map, key string, whole *batch.Batcher[T],
+	newOne func(*Store, bool) *batch.Batcher[T]) *batch.Batcher[T] {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
-		return s.batcher
+		return whole
 	}
-	node, err := cc.MasterForKey(cachedLayout, op.Table.(*table).redisKey(op.Key))
+	node, err := cc.MasterForKey(cachedLayout, key)
 	if err != nil {
-		return s.batcher
+		return whole
 	}
 	// go-redis keeps one client a node address, so the client names the
 	// master (and, a pointer, costs no allocation as a map key).
-	if b, ok := s.nodes.Load(node); ok {
-		return b.(*batch.Batcher[work])
+	if b, ok := nodes.Load(node); ok {
+		return b.(*batch.Batcher[T])
 	}
-	b, _ := s.nodes.LoadOrStore(node, newBatcher(s, true))
-	return b.(*batch.Batcher[work])
+	b, _ := nodes.LoadOrStore(node, newOne(s, true))
+	return b.(*batch.Batcher[T])
 }
 
 // cachedLayout is the context of a master's lookup: done already, so that

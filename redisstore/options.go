@@ -147,14 +147,11 @@ func WithDenyCache(maxBytes int64) Option {
 }
 
 // WithCounters makes the store count hits on counters of its own
-// (Store.Counters: an INCRBY and a PEXPIRE a counter, pipelined), which
-// envoyrls uses for Envoy's fixed windows. They cost Redis less than the
-// script when a request counts many descriptors, and more when it counts
-// one or two, since they do not join other calls' batches (the figures
-// are in docs/benchmarks.md). Without it, the default, Counters answers
-// errors.ErrUnsupported and store.CountersOf counts on the store's tables,
-// through the script. Turning it on or off starts every counter afresh:
-// the two keep their counts under other keys.
+// (Store.Counters: see Counters in the package documentation), which
+// envoyrls uses for Envoy's fixed windows. Without it, the default,
+// Counters answers errors.ErrUnsupported and store.CountersOf counts on
+// the store's tables, through the script. Turning it on or off starts
+// every counter afresh: the two keep their counts under other keys.
 func WithCounters() Option {
 	return optionFunc(func(c *config) error { c.counters = true; return nil })
 }

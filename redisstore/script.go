@@ -17,7 +17,10 @@ import (
 // file's local functions are visible to the files after it. The last,
 // batch.lua, defines run(KEYS, ARGV), which carries out one call.
 //
-//go:embed lua/big.lua lua/pair.lua lua/bucket.lua lua/window.lua lua/log.lua lua/batch.lua
+// The counters' function, count(KEYS, ARGV), is counters.lua, a chunk of
+// its own.
+//
+//go:embed lua/big.lua lua/pair.lua lua/bucket.lua lua/window.lua lua/log.lua lua/batch.lua lua/counters.lua
 var luaFiles embed.FS
 
 var scriptFiles = []string{"big.lua", "pair.lua", "bucket.lua", "window.lua", "log.lua", "batch.lua"}
@@ -46,26 +49,47 @@ func scriptBody(files ...string) string {
 //     for a Redis before 7, or one that refuses FUNCTION LOAD (an ACL, a
 //     managed service).
 //
-// The library and its function are named after the body's SHA-1, so that
-// processes running different versions of floodgate on one Redis each call
-// their own.
+// The library holds the counters' function too, count (counters.lua),
+// whose script form is a script of its own. The library and its functions
+// are named after the bodies' SHA-1, so that processes running different
+// versions of floodgate on one Redis each call their own.
 var (
-	body = scriptBody(scriptFiles...)
+	body      = scriptBody(scriptFiles...)
+	countBody = scriptBody("counters.lua")
 
-	// script is the EVAL form.
-	script = redis.NewScript(
-		// Redis 6.2 replicates a script's effects only when asked; from
-		// Redis 7 this is what it always does, and the call is a no-op.
-		"if redis.replicate_commands then redis.replicate_commands() end\n" +
-			body + "return run(KEYS, ARGV)\n")
-
-	// function is the name of the library's one function, and library its
-	// source. The function may touch keys of several hash slots of the
-	// cluster node it runs on (allow-cross-slot-keys: see carryOnMaster).
+	// function is the name of the library's decisions' function, and
+	// library its source. The functions may touch keys of several hash
+	// slots of the cluster node they run on (allow-cross-slot-keys: see
+	// carryOnMaster).
 	function = "floodgate_" + bodyHash()
-	library  = "#!lua name=" + function + "\n" + body +
-		"redis.register_function{function_name='" + function + "', callback=run, flags={'" + functionFlag + "'}}\n"
+	library  = "#!lua name=" + function + "\n" + body + countBody +
+		register(decideForm.function, "run") + register(countForm.function, "count")
+
+	// decideForm is the decisions' script (batch.lua's run), countForm the
+	// counters' (counters.lua's count).
+	decideForm = &form{function: function, script: newScript(body, "run")}
+	countForm  = &form{function: function + "_count", script: newScript(countBody, "count")}
 )
+
+// A form is one function of the library, and the same code as a script.
+type form struct {
+	function string
+	script   *redis.Script
+}
+
+// newScript returns the script form of the function fn of body.
+func newScript(body, fn string) *redis.Script {
+	// Redis 6.2 replicates a script's effects only when asked; from Redis
+	// 7 this is what it always does, and the call is a no-op.
+	return redis.NewScript("if redis.replicate_commands then redis.replicate_commands() end\n" +
+		body + "return " + fn + "(KEYS, ARGV)\n")
+}
+
+// register returns the library's line registering its function name,
+// whose callback is fn.
+func register(name, fn string) string {
+	return "redis.register_function{function_name='" + name + "', callback=" + fn + ", flags={'" + functionFlag + "'}}\n"
+}
 
 // functionFlag is the function's flag. The function's name covers it, so
 // that a library loaded without it by another version is not taken for
@@ -73,7 +97,7 @@ var (
 const functionFlag = "allow-cross-slot-keys"
 
 func bodyHash() string {
-	h := sha1.Sum([]byte(body + functionFlag))
+	h := sha1.Sum([]byte(body + countBody + functionFlag))
 	return hex.EncodeToString(h[:10])
 }
 
@@ -97,12 +121,18 @@ type loader struct {
 	loads atomic.Int64  // loads done
 }
 
-// call sends the script on c, the client or one of its pipelines.
+// call sends the decisions' script on c, the client or one of its
+// pipelines.
 func (r *runner) call(ctx context.Context, c redis.Cmdable, keys []string, args []any) *redis.Cmd {
+	return r.callAs(decideForm, ctx, c, keys, args)
+}
+
+// callAs sends the function of f, or its script, on c.
+func (r *runner) callAs(f *form, ctx context.Context, c redis.Cmdable, keys []string, args []any) *redis.Cmd {
 	if r.noFunc.Load() {
-		return script.EvalSha(ctx, c, keys, args...)
+		return f.script.EvalSha(ctx, c, keys, args...)
 	}
-	return c.FCall(ctx, function, keys, args...)
+	return c.FCall(ctx, f.function, keys, args...)
 }
 
 // missing reports whether err says that the server lacks what call sent
@@ -190,12 +220,17 @@ func (r *runner) loaderOf(server redis.Cmdable) *loader {
 	return l.(*loader)
 }
 
-// again sends the script after load.
+// again sends the decisions' script after load.
 func (r *runner) again(ctx context.Context, c redis.Cmdable, eval bool, keys []string, args []any) *redis.Cmd {
+	return againAs(decideForm, ctx, c, eval, keys, args)
+}
+
+// againAs sends the function of f, or its script, after load.
+func againAs(f *form, ctx context.Context, c redis.Cmdable, eval bool, keys []string, args []any) *redis.Cmd {
 	if eval {
-		return script.Eval(ctx, c, keys, args...)
+		return f.script.Eval(ctx, c, keys, args...)
 	}
-	return c.FCall(ctx, function, keys, args...)
+	return c.FCall(ctx, f.function, keys, args...)
 }
 
 // maxLoads bounds the loads of one script call's retry: a FUNCTION FLUSH

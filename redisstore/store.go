@@ -26,6 +26,8 @@ type Store struct {
 	cfg     config
 	batcher *batch.Batcher[work]
 	nodes   sync.Map // on a Cluster: a master's *redis.Client -> its *batch.Batcher[work] (batcherOf)
+	adder   *batch.Batcher[adds]
+	adders  sync.Map // as nodes, of the counters' batchers (adderOf)
 	run     runner
 	cache   *denyCache // nil without WithDenyCache
 	// oneSlotOnly is set once a master has refused a script call across
@@ -64,7 +66,7 @@ func New(c redis.UniversalClient, opts ...Option) (*Store, error) {
 	if cfg.callerTime {
 		s.modeArg = "c"
 	}
-	s.batcher = newBatcher(s, false)
+	s.batcher, s.adder = newBatcher(s, false), newAdder(s, false)
 	if _, single := c.(*redis.Client); (single || cluster) && cfg.denyCache > 0 {
 		s.cache = newDenyCache(s, cfg.denyCache)
 	}
