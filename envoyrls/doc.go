@@ -208,9 +208,9 @@
 // "envoyrls/", its domain ('%' and '/' escaped as in URLs), "/" and its
 // descriptors as its statistics name them (api.tenant_acme is
 // "envoyrls/api/tenant_acme"). A domain's fixed windows' counters are
-// named "envoyrls/" followed by the domain, a table per window length on the memory
-// and file stores, and on Redis by default (store.TableCounters), Redis
-// counters of their own with redisstore.WithCounters; each keyed by the
+// named "envoyrls/" followed by the domain: on Redis counters of its own
+// (Redis keys of integers; off with redisstore.WithCounters(false)),
+// elsewhere a table per window length (store.TableCounters); each keyed by the
 // descriptor's entries written as key=value pairs joined by '&' (escaped
 // as in a URL query), or by their
 // SHA-256 when that is longer than 512 bytes, so that a request with
@@ -231,16 +231,23 @@
 //     configured rule's count; a rule whose requests_per_unit changed
 //     keeps it.
 //   - Every hit counts; the rule's requests_per_unit decides on the count.
-//   - The window is the one holding the service's clock, on every store.
-//     Answers from memory (below) use the same clock, so both agree on
-//     the window's edges.
-//   - On Redis made WithCounters a counter is an integer key of the
-//     window: an addition is an INCRBY and a PEXPIRE, pipelined, as
-//     upstream's, and no script runs. Cheaper at many descriptors a
-//     request, dearer at one (docs/benchmarks.md).
-//   - Elsewhere, Redis's default included, a counter is a table of a fixed
-//     window admitting 2^32-1 hits (store.TableCounters): a hit that
-//     would take it past that is over, and fills it.
+//   - The window is the one holding the service's clock, on every store
+//     (but see Redis's tables below). Answers from memory (below) use
+//     the same clock, so both agree on the window's edges.
+//   - On Redis a counter is an integer key of the window: an addition is
+//     an INCRBY, and the key's expiry when it made the key, in one call
+//     of the store's counters' function, which carries the additions of
+//     the requests that reach the store together. No clock but the
+//     service's places a window, so answers from the store and from
+//     memory agree on its edges, whatever Redis's clock says.
+//   - Elsewhere, and on Redis made redisstore.WithCounters(false), a
+//     counter is a table of a fixed window admitting 2^32-1 hits
+//     (store.TableCounters): a hit that would take it past that is over,
+//     and fills it. On Redis the table's window is then placed by
+//     Redis's clock (unless redisstore.WithCallerTime): a service whose
+//     clock is off Redis's by more than a round trip answers from memory
+//     as over the limit hits that Redis would count in a new window, up
+//     to a whole window of them.
 //   - A request's fixed windows of one length go in one call of the
 //     counters, in the request's order.
 //

@@ -60,7 +60,7 @@ descriptors:
 // hour of real time (the fake clock runs slower than real time).
 func newRedisStore(t testing.TB, srv *redistest.Server, prefix string) store.Store {
 	t.Helper()
-	rs, err := redisstore.New(srv.Client(t), redisstore.WithCallerTime(), redisstore.WithPrefix(prefix), redisstore.WithMinTTL(time.Hour), redisstore.WithCounters())
+	rs, err := redisstore.New(srv.Client(t), redisstore.WithCallerTime(), redisstore.WithPrefix(prefix), redisstore.WithMinTTL(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/floodgate/floodgate/store"
 )
 
-// Counters implements store.Counting, with WithCounters (else it answers
-// errors.ErrUnsupported): the counter of
+// Counters implements store.Counting, unless WithCounters(false) turned
+// the counters off (then it answers errors.ErrUnsupported): the counter of
 // key K in the window of index W (its start over period) is the Redis key
 // "#" + PREFIX + name + "@" + period + "@" + W + ":" + K, name escaped as
 // Table escapes it, outside the prefix that a deny cache tracks
@@ -30,7 +30,7 @@ import (
 // names the window its own clock is in.
 func (s *Store) Counters(name string, period time.Duration) (store.Counters, error) {
 	if !s.cfg.counters {
-		return nil, fmt.Errorf("redisstore: counters of its own need WithCounters: %w", errors.ErrUnsupported)
+		return nil, fmt.Errorf("redisstore: counters of its own are off (WithCounters): %w", errors.ErrUnsupported)
 	}
 	if period < time.Millisecond || period > algo.MaxPeriod {
 		return nil, fmt.Errorf("redisstore: %w: a window of %v is outside [1ms, %v]", algo.ErrInvalidPolicy, period, algo.MaxPeriod)

@@ -21,7 +21,7 @@ import (
 func TestCountersJoinOtherCalls(t *testing.T) {
 	ctx := context.Background()
 	c, control := pausable(t)
-	s, err := New(c, WithCounters(), WithMaxInFlight(2), WithMaxBatch(128), WithTimeout(time.Minute))
+	s, err := New(c, WithMaxInFlight(2), WithMaxBatch(128), WithTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestCountersJoinOtherCalls(t *testing.T) {
 func TestCountersRecountKeysOfAnotherMaster(t *testing.T) {
 	ctx := context.Background()
 	cc := redistest.SharedCluster(t).Client(t)
-	s, err := New(cc, WithCounters(), WithPrefix("recount:"))
+	s, err := New(cc, WithPrefix("recount:"))
 	if err != nil {
 		t.Fatal(err)
 	}

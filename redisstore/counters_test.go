@@ -28,8 +28,8 @@ func TestCountersDifferential(t *testing.T) {
 	ctx := context.Background()
 	stores := []store.Store{
 		memstore.New(0),
-		newStore(t, testClient(t), redisstore.WithCounters()),
-		newStore(t, redistest.SharedCluster(t).Client(t), redisstore.WithCounters()),
+		newStore(t, testClient(t)),
+		newStore(t, redistest.SharedCluster(t).Client(t)),
 	}
 	keys := []string{"a", "b", "c", "{u}:1", "{u}:2", "x/y", "", "long:" + string(make([]byte, 300))}
 	for seed := range uint64(8) {
@@ -98,7 +98,7 @@ func addEach(t *testing.T, ctx context.Context, c store.Counters, hs []store.Hit
 func TestCountersKeys(t *testing.T) {
 	ctx := context.Background()
 	c := testClient(t)
-	st, err := redisstore.New(c, redisstore.WithPrefix("counterkeys:"), redisstore.WithCounters())
+	st, err := redisstore.New(c, redisstore.WithPrefix("counterkeys:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestCountersKeys(t *testing.T) {
 // that does not answer fails with ErrUnavailable.
 func TestCountersErrors(t *testing.T) {
 	ctx := context.Background()
-	st := newStore(t, testClient(t), redisstore.WithCounters())
+	st := newStore(t, testClient(t))
 	if _, err := st.Counters("n", 0); !errors.Is(err, algo.ErrInvalidPolicy) {
 		t.Errorf("a window of 0: %v, want ErrInvalidPolicy", err)
 	}
@@ -148,7 +148,7 @@ func TestCountersErrors(t *testing.T) {
 		t.Errorf("a negative time: %v, want ErrInvalidTime", err)
 	}
 	srv := redistest.NewServer(t)
-	down := newStore(t, srv.Client(t), redisstore.WithTimeout(200*time.Millisecond), redisstore.WithCounters())
+	down := newStore(t, srv.Client(t), redisstore.WithTimeout(200*time.Millisecond))
 	dc, err := down.Counters("n", time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -165,13 +165,13 @@ func TestCountersErrors(t *testing.T) {
 	}
 }
 
-// Without WithCounters a store has no counters of its own: Counters
+// WithCounters(false) leaves a store no counters of its own: Counters
 // answers errors.ErrUnsupported, and store.CountersOf counts on its
-// tables, through the script, whose calls join other calls' batches.
-func TestCountersNeedTheOption(t *testing.T) {
-	st := newStore(t, testClient(t))
+// tables, through the decisions' script.
+func TestCountersTurnedOff(t *testing.T) {
+	st := newStore(t, testClient(t), redisstore.WithCounters(false))
 	if _, err := st.Counters("n", time.Minute); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Counters without WithCounters: %v, want errors.ErrUnsupported", err)
+		t.Errorf("Counters with WithCounters(false): %v, want errors.ErrUnsupported", err)
 	}
 	cs, err := store.CountersOf(st, "n", time.Minute)
 	if err != nil {

@@ -97,12 +97,12 @@
 //
 // # Counters
 //
-// Made WithCounters, the store is a store.Counting: its counters
-// (Store.Counters) count hits in fixed windows, each an integer at a
-// Redis key naming the window's index, "#" and the prefix first: outside
-// the prefix that a deny cache tracks, so that a write costs Redis no
-// invalidation. Without it, the default, store.CountersOf counts on the
-// store's tables, through the decisions' script.
+// The store is a store.Counting: its counters (Store.Counters) count hits
+// in fixed windows, each an integer at a Redis key naming the window's
+// index, "#" and the prefix first: outside the prefix that a deny cache
+// tracks, so that a write costs Redis no invalidation. WithCounters(false)
+// turns them off; store.CountersOf then counts on the store's tables,
+// through the decisions' script.
 //
 // An addition is an INCRBY in the counters' function (lua/counters.lua),
 // and, when the INCRBY made the key, its PEXPIRE, in the same call: a key

@@ -24,7 +24,7 @@ type config struct {
 }
 
 func defaults() config {
-	return config{prefix: DefaultPrefix, maxBatch: 128, maxInFlight: 2, maxPending: 10_000, timeout: DefaultTimeout}
+	return config{prefix: DefaultPrefix, counters: true, maxBatch: 128, maxInFlight: 2, maxPending: 10_000, timeout: DefaultTimeout}
 }
 
 type optionFunc func(*config) error
@@ -146,14 +146,19 @@ func WithDenyCache(maxBytes int64) Option {
 	})
 }
 
-// WithCounters makes the store count hits on counters of its own
-// (Store.Counters: see Counters in the package documentation), which
-// envoyrls uses for Envoy's fixed windows. Without it, the default,
-// Counters answers errors.ErrUnsupported and store.CountersOf counts on
-// the store's tables, through the script. Turning it on or off starts
-// every counter afresh: the two keep their counts under other keys.
-func WithCounters() Option {
-	return optionFunc(func(c *config) error { c.counters = true; return nil })
+// WithCounters says whether the store counts hits on counters of its own
+// (Store.Counters), which envoyrls uses for Envoy's fixed windows: on, the
+// default, each addition is an INCRBY, and the key's expiry when the INCRBY
+// made it, in the counters' function, whose calls join other calls' as
+// the decisions' script's do. Off, Counters answers errors.ErrUnsupported
+// and store.CountersOf counts on the store's tables, through the
+// decisions' script, as floodgate did before the counters were the
+// default. Turning it on or off starts every counter afresh, since the
+// two keep their counts under other keys: a fleet that changes it one
+// instance at a time counts a window in two places while both kinds
+// serve, and may admit up to twice a limit in that window.
+func WithCounters(on bool) Option {
+	return optionFunc(func(c *config) error { c.counters = on; return nil })
 }
 
 // WithLogger logs to l when the deny cache (WithDenyCache) goes off and
