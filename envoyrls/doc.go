@@ -247,7 +247,7 @@
 //     Redis's clock (unless redisstore.WithCallerTime): a service whose
 //     clock is off Redis's by more than a round trip answers from memory
 //     as over the limit hits that Redis would count in a new window, up
-//     to a whole window of them.
+//     to a whole window of them (TestSkewedClockOnRedis).
 //   - A request's fixed windows of one length go in one call of the
 //     counters, in the request's order.
 //
