@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"github.com/floodgate/floodgate/server"
 	"net"
 	"net/http"
 	"os"
@@ -47,6 +48,8 @@ type ServiceRedisPeer struct {
 // peer of floodgate serve, whose deny cache is on by default).
 var ServiceRedisPeers = []ServiceRedisPeer{
 	{Name: "floodgate", Start: startFloodgateRedis},
+	{Name: "floodgate-table-counters", Start: startFloodgateRedisTables,
+		Note: "floodgate with EnvoyTableCounters: fixed windows on the Redis store's tables, through its decisions' script"},
 	{Name: "envoy-ratelimit", Start: envoyRateLimitService(0), Done: stopEnvoyRateLimit,
 		Note: "github.com/envoyproxy/ratelimit " + EnvoyRateLimitVersion + ": its runner in process (stats off, " +
 			"upstream's Redis defaults: radix pool of 10, no pipeline window), fixed window, one instance per redis-server, " +
@@ -65,6 +68,11 @@ descriptors:
 
 func startFloodgateRedis(network, addr string) (ServiceClient, func(), error) {
 	return startFloodgate(redisURL(network, addr), envoyFixedConfig)
+}
+
+func startFloodgateRedisTables(network, addr string) (ServiceClient, func(), error) {
+	c, stop, err := startFloodgateRLS(redisURL(network, addr), envoyFixedConfig, func(o *server.Options) { o.EnvoyTableCounters = true })
+	return floodgateService{c}, stop, err
 }
 
 // redisURL returns the store URL of the Redis at network and addr.

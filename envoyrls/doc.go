@@ -251,6 +251,19 @@
 //   - A request's fixed windows of one length go in one call of the
 //     counters, in the request's order.
 //
+// # Mixed fleets
+//
+// A fleet sharing one Redis counts a fixed window in one place only when
+// every instance counts in the same kind of counter. Instances of a
+// version that counted on tables (before Redis counters of their own were
+// the default) and instances of this one count a descriptor's hits under
+// two keys: during a rolling upgrade, each kind admits up to the limit,
+// so a window may admit up to twice its limit, in each window in which
+// both kinds serve (one or two windows for a rollout shorter than a
+// window). To avoid it, start the new instances with tables (floodgate serve
+// --envoy-table-counters, server.Options.EnvoyTableCounters), and turn
+// them off in a second rollout, which splits at most one window again.
+//
 // # Requests
 //
 // The service reads its clock once per request. The fixed windows go to

@@ -67,6 +67,12 @@ type Options struct {
 	// envoyrls.DefaultFlushInterval, negative means none are: every hit
 	// goes to the store.
 	EnvoyFlushInterval time.Duration
+	// EnvoyTableCounters counts Envoy's fixed windows on a Redis store's
+	// tables, through its decisions' script, as before Redis counters of
+	// their own were the default (redisstore.WithCounters(false)): for a
+	// fleet upgraded one instance at a time from such a version, until
+	// every instance runs this one. Other stores count on tables anyway.
+	EnvoyTableCounters bool
 	// MaxMemoryBytes bounds the memory store's memory, ahead of the
 	// configuration's store.max_bytes; 0 means the configuration's.
 	MaxMemoryBytes int64

@@ -79,7 +79,8 @@ func (in *instance) openStore() error {
 		opts = append(opts, storeurl.WithDenyCache(cmp.Or(n, DefaultDenyCacheBytes)))
 	}
 	// The deny cache's going off and on, with the reason, in the log.
-	opts = append(opts, storeurl.WithRedisOptions(redisstore.WithLogger(in.log.With("store", storeName(url)))))
+	opts = append(opts, storeurl.WithRedisOptions(redisstore.WithLogger(in.log.With("store", storeName(url))),
+		redisstore.WithCounters(!in.o.EnvoyTableCounters)))
 	s, closer, err := storeurl.Open(url, opts...)
 	if err != nil {
 		return fmt.Errorf("--store: %w", err)

@@ -170,6 +170,12 @@ as FLOODGATE_STORE; a flag given wins):
                         (default 100ms; 0: none is answered from memory,
                         every hit goes to the store); other instances on
                         the store may read them up to D late
+  --envoy-table-counters
+                        with a Redis store: count Envoy's fixed windows on
+                        the store's tables, not on its Redis counters, as
+                        floodgate did before the counters were the
+                        default; for a rolling upgrade from such a version,
+                        whose instances count under other keys
   --max-memory BYTES    the memory store's bound in bytes, all policies
                         together (default: the configuration's, else 256 MiB);
                         the Go runtime's memory limit is set from it (and from
@@ -228,7 +234,8 @@ var serveEnv = map[string]string{
 	"config": "FLOODGATE_CONFIG", "envoy-config": "FLOODGATE_ENVOY_CONFIG", "envoy-shadow-mode": "FLOODGATE_ENVOY_SHADOW_MODE",
 	"envoy-response-headers": "FLOODGATE_ENVOY_RESPONSE_HEADERS", "envoy-quota-mode": "FLOODGATE_ENVOY_QUOTA_MODE",
 	"envoy-dynamic-metadata": "FLOODGATE_ENVOY_DYNAMIC_METADATA", "envoy-flush-interval": "FLOODGATE_ENVOY_FLUSH_INTERVAL",
-	"max-memory": "FLOODGATE_MAX_MEMORY", "deny-cache": "FLOODGATE_DENY_CACHE", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
+	"envoy-table-counters": "FLOODGATE_ENVOY_TABLE_COUNTERS",
+	"max-memory":           "FLOODGATE_MAX_MEMORY", "deny-cache": "FLOODGATE_DENY_CACHE", "snapshot": "FLOODGATE_SNAPSHOT", "snapshot-interval": "FLOODGATE_SNAPSHOT_INTERVAL",
 	"shutdown-timeout": "FLOODGATE_SHUTDOWN_TIMEOUT", "pprof": "FLOODGATE_PPROF", "watch-interval": "FLOODGATE_WATCH_INTERVAL",
 	"log-format": "FLOODGATE_LOG_FORMAT", "log-level": "FLOODGATE_LOG_LEVEL",
 }
@@ -247,6 +254,7 @@ type serveOptions struct {
 	envoyQuota      bool            // --envoy-quota-mode
 	envoyMetadata   bool            // --envoy-dynamic-metadata
 	envoyFlushEvery time.Duration   // --envoy-flush-interval; 0 for never
+	envoyTables     bool            // --envoy-table-counters
 	maxMemory       int64           // --max-memory; 0 for the configuration's
 	denyCache       int64           // --deny-cache; 0 for none
 	snapshot        string          // --snapshot
@@ -350,6 +358,7 @@ func parseServeArgs(args []string) (*serveOptions, error) {
 	fs.BoolVar(&o.envoyQuota, "envoy-quota-mode", false, "")
 	fs.BoolVar(&o.envoyMetadata, "envoy-dynamic-metadata", false, "")
 	fs.DurationVar(&o.envoyFlushEvery, "envoy-flush-interval", envoyrls.DefaultFlushInterval, "")
+	fs.BoolVar(&o.envoyTables, "envoy-table-counters", false, "")
 	fs.TextVar(&o.envoyHeaders, "envoy-response-headers", envoyrls.NoHeaders, "")
 	fs.Int64Var(&o.maxMemory, "max-memory", 0, "")
 	fs.Int64Var(&o.denyCache, "deny-cache", server.DefaultDenyCacheBytes, "")
@@ -458,7 +467,7 @@ func (o *serveOptions) serverOptions(log *slog.Logger) server.Options {
 	so := server.Options{
 		Store: o.storeURL, HTTPAddr: o.httpAddr, GRPCAddr: o.grpcAddr, MetricsAddr: o.metricsAddr, Pprof: o.pprof,
 		ConfigFile: o.configFile, EnvoyConfigDir: o.envoyDir, EnvoyShadowMode: o.envoyShadow, EnvoyResponseHeaders: o.envoyHeaders,
-		EnvoyQuotaMode: o.envoyQuota, EnvoyDynamicMetadata: o.envoyMetadata,
+		EnvoyQuotaMode: o.envoyQuota, EnvoyDynamicMetadata: o.envoyMetadata, EnvoyTableCounters: o.envoyTables,
 		MaxMemoryBytes: o.maxMemory, SetMemoryLimit: true, SnapshotFile: o.snapshot, ShutdownTimeout: o.shutdownTimeout,
 		Token: os.Getenv("FLOODGATE_TOKEN"), Logger: log,
 	}

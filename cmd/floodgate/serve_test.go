@@ -538,3 +538,30 @@ func TestServeLogsReadableDurations(t *testing.T) {
 		}
 	}
 }
+
+// --envoy-table-counters, or its environment variable, asks the server to
+// count Envoy's fixed windows on the Redis store's tables
+// (server.Options.EnvoyTableCounters); by default it does not.
+func TestServeEnvoyTableCounters(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string
+		want bool
+	}{
+		{nil, "", false},
+		{[]string{"--envoy-table-counters"}, "", true},
+		{nil, "true", true},
+	} {
+		t.Setenv("FLOODGATE_ENVOY_TABLE_COUNTERS", c.env)
+		if c.env == "" {
+			os.Unsetenv("FLOODGATE_ENVOY_TABLE_COUNTERS")
+		}
+		o, err := parseServeArgs(c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.serverOptions(nil).EnvoyTableCounters; got != c.want {
+			t.Errorf("serve %q, $FLOODGATE_ENVOY_TABLE_COUNTERS=%q: EnvoyTableCounters %v, want %v", c.args, c.env, got, c.want)
+		}
+	}
+}
