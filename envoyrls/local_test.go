@@ -20,7 +20,6 @@ import (
 	"github.com/floodgate/floodgate/clock"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/memstore"
-	"github.com/floodgate/floodgate/redisstore"
 	"github.com/floodgate/floodgate/store"
 )
 
@@ -55,16 +54,10 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 0}
 `}
 
-// newRedisStore returns a store on the Redis of srv, deciding at the
-// caller's time (the tests' fake clock), its keys under prefix, kept an
-// hour of real time (the fake clock runs slower than real time).
+// newRedisStore is newRedisStoreOn the Redis of srv.
 func newRedisStore(t testing.TB, srv *redistest.Server, prefix string) store.Store {
 	t.Helper()
-	rs, err := redisstore.New(srv.Client(t), redisstore.WithCallerTime(), redisstore.WithPrefix(prefix), redisstore.WithMinTTL(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rs
+	return newRedisStoreOn(t, srv.Client(t), prefix)
 }
 
 // randomRequest is a request of one to three descriptors among users,
