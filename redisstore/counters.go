@@ -63,10 +63,10 @@ func (c *counters) Partition(key string, now int64) int {
 	return int(slot(c.prefix(now), key))
 }
 
-// AddEach implements store.Counters: the additions join the additions
-// of other calls, of any counters, that go to Redis at that moment, in one
-// call of the counters' function (lua/counters.lua; see send), a call of
-// the batcher of the master of their keys on a Cluster, the masters at
+// AddEach implements store.Counters: the additions join those of other
+// calls, of any counters, that go to Redis at that moment, in one call of
+// the counters' function (lua/counters.lua; see carryAdds); on a Cluster,
+// each master's share in a call of that master's batcher, the masters at
 // once. It returns by the store's timeout or ctx's deadline, as every
 // call does, however long Redis stalls.
 func (c *counters) AddEach(ctx context.Context, hs []store.Hits) error {
@@ -94,8 +94,8 @@ func (c *counters) AddEach(ctx context.Context, hs []store.Hits) error {
 	return results(hs, gs)
 }
 
-// An addGroup is the additions of an AddEach that go through one batcher (on
-// a Cluster, to one master), in one call, and its error.
+// An addGroup is the additions of an AddEach that go through one batcher
+// (on a Cluster, to one master), in one call, and its error.
 type addGroup struct {
 	b    *batch.Batcher[adds]
 	call *addCall // nil once the call is no longer ours (err)
