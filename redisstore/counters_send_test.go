@@ -128,3 +128,43 @@ func keysOfTwoMasters(t *testing.T, cc *redis.ClusterClient, prefix string) (str
 	t.Fatal("no two masters")
 	return "", ""
 }
+
+// The counters' script form (EVALSHA, then EVAL when Redis's script cache
+// lacks it: a Redis without functions) counts as the function does, on
+// one Redis and on a Cluster, where it goes a call per slot.
+func TestCountersEval(t *testing.T) {
+	ctx := context.Background()
+	for name, c := range map[string]redis.UniversalClient{
+		"one":     redistest.SharedServer(t).Client(t),
+		"cluster": redistest.SharedCluster(t).Client(t),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := New(c, WithPrefix("evalcounters"+time.Now().Format("150405.000000000")+":"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.run.noFunc.Store(true)
+			cs, err := s.Counters("n", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC).UnixNano()
+			for round := range int64(2) {
+				if round == 1 {
+					if err := c.ScriptFlush(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				hs := []store.Hits{{Key: "a", Now: now, N: 2}, {Key: "b", Now: now, N: 3}, {Key: "a", Now: now, N: 1}}
+				if err := cs.AddEach(ctx, hs); err != nil {
+					t.Fatal(err)
+				}
+				for i, want := range []int64{2, 3, 3} {
+					if want += round * []int64{3, 3, 3}[i]; hs[i].Count != want {
+						t.Errorf("round %d, addition %d: count %d, want %d", round, i, hs[i].Count, want)
+					}
+				}
+			}
+		})
+	}
+}
