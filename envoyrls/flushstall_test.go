@@ -24,7 +24,7 @@ func TestLocalAnswersFlushStalledStore(t *testing.T) {
 	const keys = 8*flushBatch + 1
 	ctx := context.Background()
 	srv := redistest.NewServer(t)
-	st, err := redisstore.New(srv.Client(t), redisstore.WithCallerTime(), redisstore.WithCounters(), redisstore.WithTimeout(timeout))
+	st, err := redisstore.New(srv.Client(t), redisstore.WithCallerTime(), redisstore.WithCounters(true), redisstore.WithTimeout(timeout))
 	if err != nil {
 		t.Fatal(err)
 	}

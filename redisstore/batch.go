@@ -460,16 +460,11 @@ func (s *Store) decode(calls []*call, res any, err error) {
 			c.Err = err
 		}
 	}
-	if err != nil {
-		var reply redis.Error
-		switch {
-		case strings.Contains(err.Error(), "floodgate: corrupt"):
-			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-		case !errors.As(err, &reply) && !errors.Is(err, context.Canceled):
-			s.reloadLayout() // Redis did not answer: a master may have gone
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		fail(fmt.Errorf("redisstore: %w", err))
+	if err != nil && strings.Contains(err.Error(), "floodgate: corrupt") {
+		fail(fmt.Errorf("redisstore: %w: %w", ErrCorrupt, err))
+		return
+	} else if err != nil {
+		fail(s.callErr(err))
 		return
 	}
 	nops := 0

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -180,12 +179,7 @@ func (s *Store) decodeCounts(g []*addition, cmd *redis.Cmd) {
 	}
 	res, err := cmd.Result()
 	if err != nil {
-		var reply redis.Error
-		if !errors.As(err, &reply) && !errors.Is(err, context.Canceled) {
-			s.reloadLayout() // Redis did not answer: a master may have gone
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		fail(fmt.Errorf("redisstore: %w", err))
+		fail(s.callErr(err))
 		return
 	}
 	vs, ok := res.([]any)

@@ -1,6 +1,12 @@
 package redisstore
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Errors of the Redis store, wrapped with details; test for them with
 // errors.Is. The store also returns the floodgate sentinels for bad input
@@ -30,3 +36,16 @@ var (
 	// script's reply is not what this version of the store expects.
 	ErrCorrupt = errors.New("unexpected data in Redis")
 )
+
+// callErr is the store's error for a call to Redis that failed with err:
+// an error Redis answered, or a cancelled context, as it is; else Redis
+// did not answer, which wraps ErrUnavailable and has the Cluster's layout
+// reloaded (a master may have gone).
+func (s *Store) callErr(err error) error {
+	var reply redis.Error
+	if !errors.As(err, &reply) && !errors.Is(err, context.Canceled) {
+		s.reloadLayout()
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return fmt.Errorf("redisstore: %w", err)
+}

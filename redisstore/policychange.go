@@ -98,7 +98,7 @@ func (t *table) learn(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return countersErr(fmt.Errorf("reading the policies of %s: %w", t.record, err))
+		return t.store.callErr(fmt.Errorf("reading the policies of %s: %w", t.record, err))
 	}
 	former, err := t.formerTables(all.Val())
 	if err != nil {
@@ -241,7 +241,7 @@ func (s *Store) seed(ctx context.Context, calls []*call) error {
 			// word; else Redis did not answer, and a state may be unread.
 			var reply redis.Error
 			if err := r.cmd.Err(); err != nil && !errors.As(err, &reply) {
-				return countersErr(fmt.Errorf("reading keys under former policies: %w", err))
+				return s.callErr(fmt.Errorf("reading keys under former policies: %w", err))
 			}
 		}
 	}
