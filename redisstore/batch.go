@@ -288,48 +288,14 @@ func (s *Store) encode(e *encoder, calls []*call, acrossSlots bool) {
 		return
 	}
 	var seen [4]*table
-	tables := seen[:0]
-	nops, ncalls := 0, 0
-	for _, c := range calls {
-		nops += len(c.Work.ops)
-		ncalls++
-		if c.Work.each {
-			ncalls += len(c.Work.ops) - 1
-		}
-		for i := range c.Work.ops {
-			if t := c.Work.ops[i].Table.(*table); !slices.Contains(tables, t) {
-				tables = append(tables, t)
-			}
-		}
-	}
+	tables, nops, ncalls := tablesOf(seen[:0], calls)
 	e.args = append(e.args, s.modeArg, s.minTTLArg, int64(len(tables)))
 	for _, t := range tables {
 		e.args = append(e.args, t.wireArg)
 	}
 	b := binary.LittleEndian.AppendUint32(e.ops, uint32(ncalls))
 	for _, c := range calls {
-		for i := range c.Work.ops {
-			switch {
-			case c.Work.each:
-				b = binary.LittleEndian.AppendUint32(b, 1)
-			case i == 0:
-				b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Work.ops)))
-			}
-			op := &c.Work.ops[i]
-			t := op.Table.(*table)
-			kind, seed := byte(op.Kind), []byte(nil)
-			if t.converts(op) {
-				kind, seed = flagged(kind, c.Work.seeds, i)
-			}
-			b = append(b, kind)
-			had := len(e.keys)
-			b = binary.LittleEndian.AppendUint32(b, uint32(e.keyIndex(t.redisKey(op.Key), nops)))
-			if acrossSlots && len(e.keys) > had {
-				e.countKey(c.Work.slot)
-			}
-			b = binary.LittleEndian.AppendUint32(b, uint32(slices.Index(tables, t)+1))
-			b = s.appendOp(b, op, t, seed)
-		}
+		b = s.appendCall(e, b, c, tables, nops, acrossSlots)
 	}
 	e.ops = b
 	e.args = append(e.args, b)
@@ -436,6 +402,57 @@ func (e *encoder) reset() {
 
 // encodeOne writes the arguments of one decision alone, the commonest
 // call, in the script's short form (one in lua/batch.lua).
+// tablesOf appends to tables each table of calls' ops once, in order, and
+// returns them with the number of ops and of calls as the script counts
+// them (each op of an "each" call a call of its own).
+func tablesOf(tables []*table, calls []*call) ([]*table, int, int) {
+	nops, ncalls := 0, 0
+	for _, c := range calls {
+		nops += len(c.Work.ops)
+		ncalls++
+		if c.Work.each {
+			ncalls += len(c.Work.ops) - 1
+		}
+		for i := range c.Work.ops {
+			if t := c.Work.ops[i].Table.(*table); !slices.Contains(tables, t) {
+				tables = append(tables, t)
+			}
+		}
+	}
+	return tables, nops, ncalls
+}
+
+// appendCall appends to b the ops of call c, each with its call's length
+// where a call starts, its kind (flagged for a conversion), its key's index
+// in e and its table's index in tables, and returns b.
+func (s *Store) appendCall(e *encoder, b []byte, c *call, tables []*table, nops int, acrossSlots bool) []byte {
+	for i := range c.Work.ops {
+		switch {
+		case c.Work.each:
+			b = binary.LittleEndian.AppendUint32(b, 1)
+		case i == 0:
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Work.ops)))
+		}
+		op := &c.Work.ops[i]
+		t := op.Table.(*table)
+		kind, seed := byte(op.Kind), []byte(nil)
+		if t.converts(op) {
+			kind, seed = flagged(kind, c.Work.seeds, i)
+		}
+		b = append(b, kind)
+		had := len(e.keys)
+		b = binary.LittleEndian.AppendUint32(b, uint32(e.keyIndex(t.redisKey(op.Key), nops)))
+		if acrossSlots && len(e.keys) > had {
+			e.countKey(c.Work.slot)
+		}
+		b = binary.LittleEndian.AppendUint32(b, uint32(slices.Index(tables, t)+1))
+		b = s.appendOp(b, op, t, seed)
+	}
+	return b
+}
+
+// encodeOne encodes a lone decision in the short form, which the script
+// decides without tables.
 func (s *Store) encodeOne(e *encoder, op *store.Op) {
 	t := op.Table.(*table)
 	e.keys = append(e.keys, t.redisKey(op.Key))
