@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/floodgate/floodgate/algo"
 	"github.com/floodgate/floodgate/internal/redistest"
 	"github.com/floodgate/floodgate/redisstore"
@@ -48,11 +46,7 @@ func TestDenyCacheLogsOffAndOn(t *testing.T) {
 	srv := redistest.NewServer(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	if err := admin.Do(ctx, "ACL", "SETUSER", "notrack", "on", ">secret", "~*", "&*", "+@all", "-client").Err(); err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), Username: "notrack", Password: "secret"})
-	t.Cleanup(func() { c.Close() })
+	c := noTrackClient(t, srv)
 	log := &records{}
 	s, err := redisstore.New(c, redisstore.WithDenyCache(1<<20), redisstore.WithLogger(slog.New(log)))
 	if err != nil {

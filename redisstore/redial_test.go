@@ -21,11 +21,7 @@ func TestDenyCacheTrackingRefused(t *testing.T) {
 	srv := redistest.NewServer(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
-	if err := admin.Do(ctx, "ACL", "SETUSER", "notrack", "on", ">secret", "~*", "&*", "+@all", "-client").Err(); err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), Username: "notrack", Password: "secret"})
-	t.Cleanup(func() { c.Close() })
+	c := noTrackClient(t, srv)
 	s, err := redisstore.New(c, redisstore.WithDenyCache(1<<20), redisstore.WithCallerTime())
 	if err != nil {
 		t.Fatal(err)
@@ -94,4 +90,18 @@ func TestDenyCacheTrackingRefused(t *testing.T) {
 		t.Fatalf("stats after the connection was killed: live %v, err %v", st.Live, st.Err)
 	}
 	release <- time.Time{}
+}
+
+// noTrackClient returns a client of srv signed in as the user "notrack",
+// whom an ACL forbids CLIENT (so CLIENT TRACKING), closed when t ends;
+// ACL SETUSER notrack +client lets it track.
+func noTrackClient(t *testing.T, srv *redistest.Server) *redis.Client {
+	t.Helper()
+	err := srv.Client(t).Do(context.Background(), "ACL", "SETUSER", "notrack", "on", ">secret", "~*", "&*", "+@all", "-client").Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Network: srv.Network(), Addr: srv.Addr(), Username: "notrack", Password: "secret"})
+	t.Cleanup(func() { c.Close() })
+	return c
 }
