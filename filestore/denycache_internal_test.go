@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate/floodgate/algo"
+	"github.com/floodgate/floodgate/store"
 )
 
 // A file truncated between the deny cache's stat and its read of the
@@ -18,16 +19,7 @@ import (
 // crash: here the view takes the truncated file's status, as if the
 // stat had come just before the truncation.
 func TestChaosDenyCacheFaultingMapping(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(path, WithDenyCache(1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tb, _ := s.Table("api", algo.MustParsePolicy("fixed-window 1/1h"))
-	for range 2 {
-		tb.Decide(context.Background(), "k", 1, 1)
-	}
+	path, s, _ := deniedKey(t)
 	v := s.cache.file
 	if v == nil || !v.current(path) {
 		t.Fatal("no view of the file after a denial")
@@ -35,6 +27,7 @@ func TestChaosDenyCacheFaultingMapping(t *testing.T) {
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	if v.fi, err = os.Stat(path); err != nil {
 		t.Fatal(err)
 	}
@@ -71,21 +64,12 @@ func TestFreelistGuardFailsClosed(t *testing.T) {
 // transaction, its error; after meta pages that do not name the
 // transaction bbolt committed, both ids and bbolt's layout.
 func TestDenyCacheReportsWhyOff(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	s, err := Open(path, WithDenyCache(1<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	tb, _ := s.Table("api", algo.MustParsePolicy("fixed-window 1/1h"))
-	for range 2 {
-		tb.Decide(context.Background(), "k", 1, 1)
-	}
+	path, s, tb := deniedKey(t)
 	if st := s.CacheStats(); !st.Live || st.Err != nil {
 		t.Fatalf("after a denial: %+v, want live", st)
 	}
 	v := s.cache.file
-	err = v.advance(v.fi, v.txid+5)
+	err := v.advance(v.fi, v.txid+5)
 	if !errors.Is(err, errBoltLayout) || !strings.Contains(err.Error(), fmt.Sprintf("transaction %d, bbolt committed %d", v.txid, v.txid+5)) {
 		t.Errorf("meta pages one transaction behind bbolt: %v, want both ids and bbolt's layout", err)
 	}
@@ -164,4 +148,22 @@ func TestDenyCacheAnswersDenialsOnly(t *testing.T) {
 			t.Errorf("%s: %+v %v, from the cache: %v; want allowed %v, from the cache %v", c.name, d, err, fromCache, c.allowed, c.fromCache)
 		}
 	}
+}
+
+// deniedKey returns the path of a new file store with a deny cache, the
+// store (closed when t ends) and a table of fixed-window 1/1h whose key
+// "k" was admitted once and denied once.
+func deniedKey(t *testing.T) (string, *Store, store.Table) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := Open(path, WithDenyCache(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	tb, _ := s.Table("api", algo.MustParsePolicy("fixed-window 1/1h"))
+	for range 2 {
+		tb.Decide(context.Background(), "k", 1, 1)
+	}
+	return path, s, tb
 }
